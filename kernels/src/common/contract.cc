@@ -1,0 +1,77 @@
+// Host-side checks of the operator contract (DESIGN section 1).
+#include "absl/strings/str_format.h"
+#include "topk/selector.h"
+
+namespace topk {
+
+absl::Status ValidateShape(const ProblemShape& shape) {
+  if (shape.k < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat("k = %d: must be >= 1", shape.k));
+  }
+  if (shape.max_rows < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_rows = %d: must be >= 1", shape.max_rows));
+  }
+  if (shape.max_width < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_width = %d: must be >= 1", shape.max_width));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateBatch(const RowBatch& batch, int32_t k) {
+  if (k < 1) return absl::InvalidArgumentError(absl::StrFormat("k = %d: must be >= 1", k));
+  if (batch.num_rows < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("num_rows = %d: must be >= 0", batch.num_rows));
+  }
+  if (batch.width < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("width = %d: must be >= 0", batch.width));
+  }
+  if (batch.num_rows == 0) return absl::OkStatus();
+  if (batch.lengths == nullptr) return absl::InvalidArgumentError("lengths: null pointer");
+  if (batch.scores == nullptr && batch.width > 0) {
+    return absl::InvalidArgumentError("scores: null pointer");
+  }
+  if (batch.layout == Layout::kPitched) {
+    if (batch.pitch < batch.width) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("pitch = %d: must be >= width = %d", batch.pitch, batch.width));
+    }
+  } else if (batch.row_offsets == nullptr) {
+    return absl::InvalidArgumentError("row_offsets: null pointer for a packed layout");
+  }
+  for (int64_t r = 0; r < batch.num_rows; ++r) {
+    const int32_t length = batch.lengths[r];
+    if (length < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("lengths[%d] = %d: a valid length cannot be negative", r, length));
+    }
+    if (length > batch.width) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "lengths[%d] = %d: exceeds the row width %d", r, length, batch.width));
+    }
+    if (batch.layout == Layout::kPacked && batch.row_offsets[r] < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "row_offsets[%d] = %d: an offset cannot be negative", r, batch.row_offsets[r]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckBatchFitsPlan(const Plan& plan, const RowBatch& batch) {
+  if (batch.num_rows > plan.shape.max_rows) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "num_rows = %d: exceeds the plan's max_rows %d", batch.num_rows, plan.shape.max_rows));
+  }
+  if (batch.width > plan.shape.max_width) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "width = %d: exceeds the plan's max_width %d", batch.width, plan.shape.max_width));
+  }
+  if (batch.layout != plan.shape.layout) {
+    return absl::InvalidArgumentError("layout: differs from the plan's layout");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace topk

@@ -1,0 +1,79 @@
+// Seeded, reproducible score generators shared by tests and benchmarks
+// (DESIGN section 9). Never zeros: every generator draws real data.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "topk/contract.h"
+
+namespace topk::testing {
+
+enum class Distribution : uint8_t {
+  kUniform,         // U(-1, 1)
+  kNormal,          // N(0, 1)
+  kIndexer,         // sum_j w_j * relu(q_j . k_i), attention-sink and recency structure
+  kBf16Ties,        // indexer-like, rounded to BF16: heavy ties
+  kFp8Ties,         // indexer-like, rounded to FP8 e4m3: very heavy ties
+  kConstant,        // one value repeated
+  kAllMinusInf,     // every value -inf
+  kInfMix,          // +inf, -inf and finite values mixed
+  kSubnormals,      // subnormal magnitudes of both signs, with zeros
+  kSignedZeros,     // -0.0 and +0.0 mixed with a few other values
+  kOneBinCluster,   // all values inside one coarse (FP16) bin
+  kStridePeriodic,  // large values on positions the strided view never reads
+};
+
+inline constexpr Distribution kAllDistributions[] = {
+    Distribution::kUniform,      Distribution::kNormal,       Distribution::kIndexer,
+    Distribution::kBf16Ties,     Distribution::kFp8Ties,      Distribution::kConstant,
+    Distribution::kAllMinusInf,  Distribution::kInfMix,       Distribution::kSubnormals,
+    Distribution::kSignedZeros,  Distribution::kOneBinCluster, Distribution::kStridePeriodic,
+};
+
+std::string_view DistributionName(Distribution d);
+
+enum class LengthPattern : uint8_t {
+  kFull,            // every L_r = width
+  kCausalTerminal,  // the last M prefix lengths ending at width: L_r = width - M + 1 + r
+  kRandom,          // uniform in [0, width]
+  kEdges,           // cycles through {0, 1, K-1, K, K+1, width} (clamped to [0, width])
+};
+
+struct GeneratorSpec {
+  Distribution distribution = Distribution::kIndexer;
+  LengthPattern lengths = LengthPattern::kFull;
+  int64_t rows = 1;
+  int64_t width = 1;
+  int32_t k = 2048;         // used by LengthPattern::kEdges
+  Layout layout = Layout::kPitched;
+  int64_t pitch = 0;        // kPitched: 0 means width
+  uint64_t seed = 1;
+  // Values written beyond each row's valid prefix (pitched padding), to prove
+  // they are ignored; NaN and huge values are both useful here.
+  float padding = 1e9f;
+  int32_t sample_stride = 64;  // kStridePeriodic: the stride whose view is fooled
+};
+
+// A host score matrix plus the lengths/offsets a RowBatch points at.
+struct ScoreMatrix {
+  std::vector<float> scores;
+  std::vector<int32_t> lengths;
+  std::vector<int64_t> row_offsets;  // kPacked only
+  Layout layout = Layout::kPitched;
+  int64_t rows = 0;
+  int64_t width = 0;
+  int64_t pitch = 0;
+
+  RowBatch batch() const;  // points into this object: keep it alive
+};
+
+ScoreMatrix Generate(const GeneratorSpec& spec);
+
+// Fills one row of `length` values of a distribution (used by Generate and by
+// callers that lay out memory themselves, e.g. device buffers).
+void FillRow(Distribution d, uint64_t seed, int64_t row, float* values, int64_t length,
+             int32_t sample_stride = 64);
+
+}  // namespace topk::testing
