@@ -1,0 +1,235 @@
+// Per-row selection: strided proposal -> fused admit pass (certify) -> band
+// rescue -> exact coarse recovery, all handing a frontier to the 11/11/10
+// radix refinement. Every frontier is kept in ascending index order, which is
+// what makes "ties to the smallest indices" a prefix take at the end.
+#include "row_selector.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "topk/algorithm_constants.h"
+
+namespace topk::cpu {
+namespace {
+
+constexpr int kChunk = 16;
+
+// Appends every i with x[i] >= lo (and x[i] < hi when kBand) to dst and
+// returns the count. Chunks are screened with !(x < lo), which is also true
+// for NaN, so the common chunk (nothing admitted, no NaN) costs one vector
+// compare and the NaN check rides along for free.
+template <bool kBand>
+int64_t Admit(const float* x, int64_t n, float lo, float hi, int32_t* dst, bool* saw_nan) {
+  int64_t count = 0;
+  bool nan = false;
+  int64_t i = 0;
+  auto scalar = [&](int64_t j) {
+    const float v = x[j];
+    if (v >= lo && (!kBand || v < hi)) {
+      dst[count++] = static_cast<int32_t>(j);
+    } else if (v != v) {
+      nan = true;
+    }
+  };
+  for (; i + kChunk <= n; i += kChunk) {
+    int hit = 0;
+    for (int j = 0; j < kChunk; ++j) hit |= !(x[i + j] < lo);
+    if (hit == 0) continue;
+    for (int j = 0; j < kChunk; ++j) scalar(i + j);
+  }
+  for (; i < n; ++i) scalar(i);
+  *saw_nan = nan;
+  return count;
+}
+
+// First bin whose prefix sum reaches `target` (the histogram sums to >= target).
+uint32_t BinReaching(const uint32_t* histogram, int bins, int64_t target, int64_t* below) {
+  int64_t prefix = 0;
+  for (int b = 0; b < bins; ++b) {
+    if (prefix + histogram[b] >= target) {
+      *below = prefix;
+      return static_cast<uint32_t>(b);
+    }
+    prefix += histogram[b];
+  }
+  *below = prefix;
+  return static_cast<uint32_t>(bins - 1);
+}
+
+class Emitter {
+ public:
+  explicit Emitter(int32_t* out) : out_(out) {}
+  void Emit(int32_t i) { out_[count_++] = i; }
+  void EmitAll(const int32_t* src, int64_t n) {
+    std::copy(src, src + n, out_ + count_);
+    count_ += n;
+  }
+  int64_t count() const { return count_; }
+
+ private:
+  int32_t* out_;
+  int64_t count_ = 0;
+};
+
+// Phase 3: exact refinement of a frontier (ascending indices in `frontier`,
+// size n) with `quota` slots left, digit by digit of key32 (11/11/10), then
+// the tie fill from the equal-key remainder (smallest indices first).
+// `next` must not overlap the frontier; both are at least n long.
+void Refine(const float* x, int32_t* frontier, int64_t n, int64_t quota, int32_t* next,
+            Emitter& emit, uint32_t* histogram) {
+  int32_t* cur = frontier;
+  for (int digit = 0; digit < 3 && quota < n; ++digit) {
+    const int bins = 1 << kDigitBits[digit];
+    std::fill(histogram, histogram + bins, 0u);
+    for (int64_t j = 0; j < n; ++j) ++histogram[KeyDigit(Key32(x[cur[j]]), digit)];
+    int64_t below;
+    const uint32_t boundary = BinReaching(histogram, bins, quota, &below);
+    int64_t kept = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const uint32_t d = KeyDigit(Key32(x[cur[j]]), digit);
+      if (d < boundary) {
+        emit.Emit(cur[j]);
+      } else if (d == boundary) {
+        next[kept++] = cur[j];
+      }
+    }
+    quota -= below;
+    n = kept;
+    std::swap(cur, next);
+  }
+  emit.EmitAll(cur, std::min(quota, n));
+}
+
+// Exact coarse recovery: histogram the coarse bins of the whole row, commit
+// every bin before tau*, refine tau*'s bin. Returns false on a NaN (its bins,
+// 15 and 2032, lie outside the non-NaN range [31, 2016], so the histogram
+// detects it without another pass).
+bool ExactRecovery(const float* x, int32_t length, int32_t k, Emitter& emit, RowScratch& scratch) {
+  uint32_t* histogram = scratch.histogram.data();
+  std::fill(histogram, histogram + kCoarseBins, 0u);
+  for (int32_t i = 0; i < length; ++i) ++histogram[Coarse(x[i])];
+  if (histogram[15] != 0 || histogram[2032] != 0) return false;
+  int64_t below;
+  const uint32_t tau = BinReaching(histogram, kCoarseBins, k, &below);
+  // x >= CoarseCutoff(b) <=> coarse(x) <= b: compare raw floats only.
+  const float commit_cutoff = CoarseCutoff(tau - 1);  // NaN (admits nothing) when tau is +inf's
+  const float frontier_cutoff = CoarseCutoff(tau);
+  int32_t* frontier = scratch.ping.data();
+  int64_t n = 0;
+  for (int32_t i = 0; i < length; ++i) {
+    const float v = x[i];
+    if (v >= commit_cutoff) {
+      emit.Emit(i);
+    } else if (v >= frontier_cutoff) {
+      frontier[n++] = i;
+    }
+  }
+  Refine(x, frontier, n, k - emit.count(), scratch.pong.data(), emit, scratch.histogram.data());
+  return true;
+}
+
+void FillEmpty(int32_t* out, int32_t k) { std::fill(out, out + k, kEmptySlot); }
+
+bool HasNan(const float* x, int32_t length) {
+  bool nan = false;
+  for (int32_t i = 0; i < length; ++i) nan |= x[i] != x[i];
+  return nan;
+}
+
+// Sorted: value descending (key32 ascending, so -0.0 ties +0.0), ties by index.
+// Deterministic unsorted: ascending indices.
+void Order(const float* x, int32_t* out, int64_t count, const RowParams& params) {
+  if (params.sorted) {
+    std::sort(out, out + count, [x](int32_t a, int32_t b) {
+      const uint32_t ka = Key32(x[a]);
+      const uint32_t kb = Key32(x[b]);
+      return ka != kb ? ka < kb : a < b;
+    });
+  } else if (params.deterministic) {
+    std::sort(out, out + count);
+  }
+}
+
+}  // namespace
+
+void RowScratch::Reserve(int64_t width) {
+  if (static_cast<int64_t>(ping.size()) < width) {
+    ping.resize(width);
+    pong.resize(width);
+  }
+}
+
+RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams& params,
+                    int32_t* out, RowScratch& scratch) {
+  const int32_t k = params.k;
+  RowResult result;
+  if (length <= k) {
+    if (HasNan(x, length)) {
+      FillEmpty(out, k);
+      result.status = RowStatus::kNan;
+      return result;
+    }
+    std::iota(out, out + length, 0);
+    std::fill(out + length, out + k, kEmptySlot);
+    Order(x, out, length, params);
+    return result;
+  }
+
+  Emitter emit(out);
+  const int32_t stride = params.stride;
+  const int32_t phase = SamplePhase(row, stride);
+  const int64_t q0 = ProposalQuota(k, stride);
+  const int64_t q1 = RescueQuota(k, stride);
+  const bool sample =
+      params.sampling && length >= kMinSampledWidth && ViewSize(length, phase, stride) >= q1;
+  bool nan = false;
+  if (sample) {
+    // Phase 1: coarse histogram of the strided view -> tau0 (q0), tau1 (q1).
+    uint32_t* histogram = scratch.histogram.data();
+    std::fill(histogram, histogram + kCoarseBins, 0u);
+    for (int64_t i = phase; i < length; i += stride) ++histogram[Coarse(x[i])];
+    int64_t below;
+    const uint32_t tau0 = BinReaching(histogram, kCoarseBins, q0, &below);
+    const uint32_t tau1 = BinReaching(histogram, kCoarseBins, q1, &below);
+    const float t0 = CoarseCutoff(tau0);
+
+    // Phase 2: one pass admits x >= t(tau0) and flags NaN.
+    int32_t* candidates = scratch.ping.data();
+    const int64_t c0 = Admit<false>(x, length, t0, 0.0f, candidates, &nan);
+    if (nan) {
+      FillEmpty(out, k);
+      result.status = RowStatus::kNan;
+      return result;
+    }
+    if (c0 >= k) {  // certified (Lemma 4.1)
+      result.path = RowPath::kCertified;
+      result.candidates = c0;
+      Refine(x, candidates, c0, k, scratch.pong.data(), emit, histogram);
+    } else {
+      // Underfill: everything >= t0 is in; the band [t(tau1), t0) may finish it.
+      bool unused;
+      const int64_t band = Admit<true>(x, length, CoarseCutoff(tau1), t0, candidates + c0, &unused);
+      if (c0 + band >= k) {
+        result.path = RowPath::kBandRescued;
+        result.candidates = c0 + band;
+        emit.EmitAll(candidates, c0);
+        // The band is a frontier of its own: every value in it is < t0.
+        Refine(x, candidates + c0, band, k - c0, scratch.pong.data(), emit, histogram);
+      } else {
+        result.path = RowPath::kExactRecovery;
+        ExactRecovery(x, length, k, emit, scratch);
+      }
+    }
+  } else {
+    result.path = RowPath::kExactRecovery;
+    if (!ExactRecovery(x, length, k, emit, scratch)) {
+      FillEmpty(out, k);
+      result.status = RowStatus::kNan;
+      return result;
+    }
+  }
+  Order(x, out, k, params);
+  return result;
+}
+
+}  // namespace topk::cpu
