@@ -1,0 +1,112 @@
+// C++ client of topk.v1.TopK. Depends only on the generated proto/gRPC code:
+// no kernels, no testing library.
+//
+//   auto client = topk::client::Client::Connect({.target = "127.0.0.1:50051"});
+//   auto result = (*client)->Select(2048, {.scores = scores, .lengths = lengths});
+//   // result->indices: num_rows x k int32, -1 in slots a short row cannot fill
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "topk/v1/topk.grpc.pb.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
+
+namespace topk::client {
+
+// Packed inline rows: row r's lengths[r] valid values follow row r-1's.
+struct Rows {
+  absl::Span<const float> scores;  // sum(lengths) values
+  absl::Span<const int32_t> lengths;
+};
+
+struct CallOptions {
+  bool sorted = false;
+  bool deterministic = false;
+  bool return_values = false;
+  std::string request_id;
+  absl::Duration timeout = absl::InfiniteDuration();
+  // Fail at once instead of waiting when the server is not reachable yet.
+  bool fail_fast = true;
+};
+
+struct ServerTimings {
+  int64_t queue_us = 0;
+  int64_t device_us = 0;
+  int64_t total_us = 0;
+};
+
+struct SelectResult {
+  int64_t num_rows = 0;
+  int32_t k = 0;
+  std::vector<int32_t> indices;  // num_rows x k
+  std::vector<float> values;     // num_rows x k when return_values
+  ServerTimings server;
+  int64_t client_us = 0;  // round trip seen by the client
+};
+
+struct ClientOptions {
+  std::string target = "127.0.0.1:50051";
+  // TLS when true; root_certs_pem empty: the system roots.
+  bool tls = false;
+  std::string root_certs_pem;
+  std::string tls_server_name;  // override the name checked in the server certificate
+  int64_t max_message_bytes = int64_t{256} << 20;
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  explicit Client(std::shared_ptr<grpc::Channel> channel);
+  ~Client();
+
+  // Builds the wire request once (callers replaying the same rows reuse it).
+  static v1::SelectRequest MakeRequest(int32_t k, const Rows& rows, const CallOptions& options);
+
+  // Unary Select: the request must fit one message.
+  absl::StatusOr<SelectResult> Select(int32_t k, const Rows& rows, const CallOptions& options = {});
+  absl::StatusOr<SelectResult> Select(const v1::SelectRequest& request,
+                                      const CallOptions& options = {});
+
+  // SelectStream: rows sent in chunks of about `chunk_bytes` score bytes, so
+  // no message bounds the batch.
+  absl::StatusOr<SelectResult> SelectStreaming(int32_t k, const Rows& rows,
+                                               const CallOptions& options = {},
+                                               size_t chunk_bytes = size_t{1} << 22);
+
+  // Asynchronous unary Select: returns at once; `done` runs on a gRPC thread
+  // when the answer (or error) arrives. Any number may be in flight.
+  using Callback = std::function<void(absl::StatusOr<SelectResult>)>;
+  void SelectAsync(std::shared_ptr<const v1::SelectRequest> request, const CallOptions& options,
+                   Callback done);
+
+  absl::StatusOr<v1::ServerInfo> GetServerInfo();
+  absl::StatusOr<v1::Stats> GetStats(bool include_prometheus_text = false);
+  absl::StatusOr<std::string> Echo(std::string payload);
+
+  // grpc.health.v1 Check of `service` ("" is the whole server).
+  absl::StatusOr<bool> IsServing(const std::string& service = "topk.v1.TopK");
+  // Polls health until SERVING or the timeout.
+  absl::Status WaitForServing(absl::Duration timeout, const std::string& service = "topk.v1.TopK");
+
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::TopK::Stub> stub_;
+};
+
+// Decodes a response into a result (checks that the byte counts match).
+absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response);
+
+}  // namespace topk::client

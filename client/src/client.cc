@@ -1,0 +1,253 @@
+#include "topk/client/client.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace topk::client {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share their numbering.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+void Prepare(grpc::ClientContext& context, const CallOptions& options) {
+  if (options.timeout != absl::InfiniteDuration()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
+  }
+  context.set_wait_for_ready(!options.fail_fast);
+}
+
+int64_t NowUs() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void SetOptions(const CallOptions& options, v1::SelectOptions& out) {
+  out.set_sorted(options.sorted);
+  out.set_deterministic(options.deterministic);
+  out.set_return_values(options.return_values);
+}
+
+}  // namespace
+
+absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response) {
+  SelectResult result;
+  result.num_rows = response.num_rows();
+  result.k = response.k();
+  const size_t count = static_cast<size_t>(result.num_rows) * static_cast<size_t>(result.k);
+  if (response.indices().size() != count * sizeof(int32_t)) {
+    return absl::DataLossError(absl::StrCat("response: ", response.indices().size(),
+                                            " index bytes for ", result.num_rows, " x ", result.k));
+  }
+  result.indices.resize(count);
+  std::memcpy(result.indices.data(), response.indices().data(), response.indices().size());
+  if (!response.values().empty()) {
+    if (response.values().size() != count * sizeof(float)) {
+      return absl::DataLossError("response: value bytes do not match num_rows x k");
+    }
+    result.values.resize(count);
+    std::memcpy(result.values.data(), response.values().data(), response.values().size());
+  }
+  result.server = {.queue_us = response.timings().queue_us(),
+                   .device_us = response.timings().device_us(),
+                   .total_us = response.timings().total_us()};
+  return result;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  if (options.tls) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.root_certs_pem;
+    credentials = grpc::SslCredentials(ssl);
+  } else {
+    credentials = grpc::InsecureChannelCredentials();
+  }
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  if (!options.tls_server_name.empty()) {
+    args.SetSslTargetNameOverride(options.tls_server_name);
+  }
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(options.target, credentials, args);
+  if (channel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", options.target));
+  }
+  return std::make_unique<Client>(std::move(channel));
+}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)), stub_(v1::TopK::NewStub(channel_)) {}
+
+Client::~Client() = default;
+
+v1::SelectRequest Client::MakeRequest(int32_t k, const Rows& rows, const CallOptions& options) {
+  v1::SelectRequest request;
+  request.set_k(k);
+  SetOptions(options, *request.mutable_options());
+  request.set_request_id(options.request_id);
+  v1::InlineRows* inline_rows = request.mutable_inline_rows();
+  inline_rows->mutable_lengths()->Add(rows.lengths.begin(), rows.lengths.end());
+  inline_rows->set_scores(reinterpret_cast<const char*>(rows.scores.data()),
+                          rows.scores.size() * sizeof(float));
+  return request;
+}
+
+absl::StatusOr<SelectResult> Client::Select(int32_t k, const Rows& rows,
+                                            const CallOptions& options) {
+  return Select(MakeRequest(k, rows, options), options);
+}
+
+absl::StatusOr<SelectResult> Client::Select(const v1::SelectRequest& request,
+                                            const CallOptions& options) {
+  grpc::ClientContext context;
+  Prepare(context, options);
+  v1::SelectResponse response;
+  const int64_t start = NowUs();
+  const grpc::Status status = stub_->Select(&context, request, &response);
+  const int64_t elapsed = NowUs() - start;
+  if (!status.ok()) return ToAbsl(status);
+  absl::StatusOr<SelectResult> result = DecodeResponse(response);
+  if (result.ok()) result->client_us = elapsed;
+  return result;
+}
+
+absl::StatusOr<SelectResult> Client::SelectStreaming(int32_t k, const Rows& rows,
+                                                     const CallOptions& options,
+                                                     size_t chunk_bytes) {
+  grpc::ClientContext context;
+  Prepare(context, options);
+  v1::SelectResponse response;
+  const int64_t start = NowUs();
+  std::unique_ptr<grpc::ClientWriter<v1::SelectChunk>> writer =
+      stub_->SelectStream(&context, &response);
+  // The server concatenates every chunk's lengths and every chunk's score
+  // bytes, so both are simply cut into pieces of at most chunk_bytes.
+  const size_t piece = std::max<size_t>(sizeof(float), chunk_bytes);
+  const auto* bytes = reinterpret_cast<const char*>(rows.scores.data());
+  const size_t total_bytes = rows.scores.size() * sizeof(float);
+  const size_t lengths_per_chunk = piece / sizeof(int32_t);
+  size_t sent_bytes = 0;
+  size_t sent_lengths = 0;
+  bool first = true;
+  while (first || sent_bytes < total_bytes || sent_lengths < rows.lengths.size()) {
+    v1::SelectChunk chunk;
+    if (first) {
+      chunk.set_k(k);
+      SetOptions(options, *chunk.mutable_options());
+      chunk.set_request_id(options.request_id);
+      first = false;
+    }
+    const size_t n_lengths = std::min(lengths_per_chunk, rows.lengths.size() - sent_lengths);
+    chunk.mutable_lengths()->Add(rows.lengths.begin() + sent_lengths,
+                                 rows.lengths.begin() + sent_lengths + n_lengths);
+    sent_lengths += n_lengths;
+    const size_t n_bytes = std::min(piece, total_bytes - sent_bytes);
+    chunk.set_scores(bytes + sent_bytes, n_bytes);
+    sent_bytes += n_bytes;
+    if (!writer->Write(chunk)) break;  // the server already answered (an error)
+  }
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  const int64_t elapsed = NowUs() - start;
+  if (!status.ok()) return ToAbsl(status);
+  absl::StatusOr<SelectResult> result = DecodeResponse(response);
+  if (result.ok()) result->client_us = elapsed;
+  return result;
+}
+
+void Client::SelectAsync(std::shared_ptr<const v1::SelectRequest> request,
+                         const CallOptions& options, Callback done) {
+  // Everything the call needs lives until its callback ran.
+  struct Call {
+    grpc::ClientContext context;
+    std::shared_ptr<const v1::SelectRequest> request;
+    v1::SelectResponse response;
+    Callback done;
+    int64_t start_us = 0;
+  };
+  auto call = std::make_shared<Call>();
+  Prepare(call->context, options);
+  call->request = std::move(request);
+  call->done = std::move(done);
+  call->start_us = NowUs();
+  stub_->async()->Select(&call->context, call->request.get(), &call->response,
+                         [call](grpc::Status status) {
+                           const int64_t elapsed = NowUs() - call->start_us;
+                           if (!status.ok()) {
+                             call->done(ToAbsl(status));
+                             return;
+                           }
+                           absl::StatusOr<SelectResult> result = DecodeResponse(call->response);
+                           if (result.ok()) result->client_us = elapsed;
+                           call->done(std::move(result));
+                         });
+}
+
+absl::StatusOr<v1::ServerInfo> Client::GetServerInfo() {
+  grpc::ClientContext context;
+  v1::ServerInfo info;
+  const grpc::Status status = stub_->GetServerInfo(&context, v1::GetServerInfoRequest(), &info);
+  if (!status.ok()) return ToAbsl(status);
+  return info;
+}
+
+absl::StatusOr<v1::Stats> Client::GetStats(bool include_prometheus_text) {
+  grpc::ClientContext context;
+  v1::GetStatsRequest request;
+  request.set_include_prometheus_text(include_prometheus_text);
+  v1::Stats stats;
+  const grpc::Status status = stub_->GetStats(&context, request, &stats);
+  if (!status.ok()) return ToAbsl(status);
+  return stats;
+}
+
+absl::StatusOr<std::string> Client::Echo(std::string payload) {
+  grpc::ClientContext context;
+  v1::EchoMessage request;
+  request.set_payload(std::move(payload));
+  v1::EchoMessage response;
+  const grpc::Status status = stub_->Echo(&context, request, &response);
+  if (!status.ok()) return ToAbsl(status);
+  return std::move(*response.mutable_payload());
+}
+
+absl::StatusOr<bool> Client::IsServing(const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  const grpc::Status status = health->Check(&context, request, &response);
+  if (!status.ok()) return ToAbsl(status);
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+}
+
+absl::Status Client::WaitForServing(absl::Duration timeout, const std::string& service) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::Status last = absl::DeadlineExceededError("not SERVING yet");
+  while (absl::Now() < deadline) {
+    absl::StatusOr<bool> serving = IsServing(service);
+    if (serving.ok() && *serving) return absl::OkStatus();
+    last = serving.ok() ? absl::UnavailableError("health: NOT_SERVING") : serving.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "server not SERVING within ", absl::FormatDuration(timeout), ": ", last.ToString()));
+}
+
+}  // namespace topk::client

@@ -1,0 +1,116 @@
+// topk-server: flags -> ServerOptions, then serve until SIGTERM/SIGINT and
+// drain. Signals are taken synchronously with sigwait on the main thread, so
+// no work happens inside a signal handler.
+#include <csignal>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "server/server.h"
+#include "spdlog/spdlog.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "host:port to serve gRPC on (port 0: pick a free one). Loopback by default.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+          "host:port of the Prometheus /metrics endpoint; empty disables it");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key; with --tls_cert enables TLS");
+ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA when a GPU is usable)");
+ABSL_FLAG(std::string, cuda_devices, "", "comma-separated CUDA ordinals to serve (default all)");
+ABSL_FLAG(int, workers, 0, "persistent workers per device (0: 2 on the CPU, 4 per GPU)");
+ABSL_FLAG(int, cpu_threads, 0, "selector threads per CPU worker (0: hardware threads / workers)");
+ABSL_FLAG(int, queue_depth, 64, "requests waiting per device before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_k, 2048, "largest K accepted");
+ABSL_FLAG(int64_t, max_rows, 1024, "most rows in one request");
+ABSL_FLAG(int64_t, max_width, int64_t{1} << 20, "largest row length L_r");
+ABSL_FLAG(int64_t, max_batch_bytes, int64_t{256} << 20,
+          "largest score payload of one request (4 * sum(lengths)); sizes staging buffers");
+ABSL_FLAG(int64_t, max_recv_message_bytes, int64_t{64} << 20,
+          "largest gRPC message received (use SelectStream beyond it)");
+ABSL_FLAG(int64_t, max_send_message_bytes, int64_t{64} << 20, "largest gRPC message sent");
+ABSL_FLAG(int64_t, keepalive_time_ms, 0, "server keepalive ping interval (0: gRPC default)");
+ABSL_FLAG(int64_t, keepalive_timeout_ms, 0, "keepalive ping ack timeout (0: gRPC default)");
+ABSL_FLAG(int64_t, max_connection_idle_ms, 0, "close idle connections after this (0: never)");
+ABSL_FLAG(int64_t, max_connection_age_ms, 0,
+          "close connections after this age so clients rebalance across replicas (0: never)");
+ABSL_FLAG(int64_t, max_connection_age_grace_ms, 0, "grace for calls on an aged connection");
+ABSL_FLAG(absl::Duration, drain_deadline, absl::Seconds(10),
+          "on SIGTERM/SIGINT: time in-flight requests get before they are cancelled");
+ABSL_FLAG(bool, enable_echo, false, "serve the Echo RPC (transport benchmark)");
+ABSL_FLAG(bool, enable_reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
+
+namespace {
+
+absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int d = 0;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--cuda_devices: bad ordinal '", part, "'"));
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("topk-server: exact Top-K selection over gRPC (topk.v1.TopK)");
+  absl::ParseCommandLine(argc, argv);
+  spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+
+  // Block the shutdown signals before any thread starts, so every thread
+  // inherits the mask and only sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::vector<int>> ordinals = ParseOrdinals(absl::GetFlag(FLAGS_cuda_devices));
+  if (!ordinals.ok()) {
+    spdlog::error("{}", ordinals.status().ToString());
+    return EXIT_FAILURE;
+  }
+  topk::server::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.max_recv_message_bytes = absl::GetFlag(FLAGS_max_recv_message_bytes);
+  options.max_send_message_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
+  options.keepalive_time_ms = absl::GetFlag(FLAGS_keepalive_time_ms);
+  options.keepalive_timeout_ms = absl::GetFlag(FLAGS_keepalive_timeout_ms);
+  options.max_connection_idle_ms = absl::GetFlag(FLAGS_max_connection_idle_ms);
+  options.max_connection_age_ms = absl::GetFlag(FLAGS_max_connection_age_ms);
+  options.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
+  options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
+  options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
+  options.engine.backend = absl::GetFlag(FLAGS_backend);
+  options.engine.cuda_devices = *ordinals;
+  options.engine.workers = absl::GetFlag(FLAGS_workers);
+  options.engine.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);
+  options.engine.limits = {.max_k = absl::GetFlag(FLAGS_max_k),
+                           .max_rows = absl::GetFlag(FLAGS_max_rows),
+                           .max_width = absl::GetFlag(FLAGS_max_width),
+                           .max_batch_bytes = absl::GetFlag(FLAGS_max_batch_bytes)};
+
+  absl::StatusOr<std::unique_ptr<topk::server::Server>> server =
+      topk::server::Server::Start(options);
+  if (!server.ok()) {
+    spdlog::critical("cannot start: {}", server.status().ToString());
+    return EXIT_FAILURE;
+  }
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown(absl::GetFlag(FLAGS_drain_deadline));
+  return EXIT_SUCCESS;
+}

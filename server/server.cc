@@ -1,0 +1,149 @@
+#include "server/server.h"
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "prometheus/exposer.h"
+#include "server/service.h"
+#include "spdlog/spdlog.h"
+
+#ifndef TOPK_VERSION
+#define TOPK_VERSION "0.0.0"
+#endif
+
+namespace topk::server {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& options) {
+  if (options.tls_cert.empty() && options.tls_key.empty()) {
+    return grpc::InsecureServerCredentials();
+  }
+  if (options.tls_cert.empty() || options.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
+  }
+  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert, "--tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadFile(options.tls_key, "--tls_key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+void SetIntArg(grpc::ServerBuilder& builder, const char* name, int64_t value) {
+  if (value > 0) builder.AddChannelArgument(name, static_cast<int>(value));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  auto server = absl::WrapUnique(new Server());
+  server->metrics_ = std::make_unique<Metrics>();
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      Engine::Create(options.engine, server->metrics_.get());
+  if (!engine.ok()) return engine.status();
+  server->engine_ = *std::move(engine);
+  const Engine& eng = *server->engine_;
+  if (eng.backend_name() == "cpu" && options.engine.backend != "cpu") {
+    spdlog::warn("*** NO GPU: serving on the CPU backend *** ({})", eng.backend_reason());
+  } else {
+    spdlog::info("backend {}: {}", eng.backend_name(), eng.backend_reason());
+  }
+
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+
+  Server* raw = server.get();
+  server->service_ = std::make_unique<TopKService>(
+      server->engine_.get(), server->metrics_.get(),
+      ServiceConfig{.version = TOPK_VERSION,
+                    .enable_echo = options.enable_echo,
+                    .max_recv_message_bytes = options.max_recv_message_bytes,
+                    .max_send_message_bytes = options.max_send_message_bytes,
+                    .on_device_lost = [raw] {
+                      spdlog::critical("every device is unusable: health NOT_SERVING");
+                      raw->SetServing(false);
+                    }});
+
+  grpc::EnableDefaultHealthCheckService(true);
+  if (options.enable_reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  builder.RegisterService(server->service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_recv_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(options.max_send_message_bytes));
+  SetIntArg(builder, GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
+  SetIntArg(builder, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);
+  SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);
+  SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_AGE_MS, options.max_connection_age_ms);
+  SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, options.max_connection_age_grace_ms);
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  server->host_ = std::string(options.listen.substr(0, options.listen.rfind(':')));
+
+  if (!options.metrics_listen.empty()) {
+    try {
+      server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen, 1);
+      server->exposer_->RegisterCollectable(server->metrics_->registry());
+      const std::vector<int> ports = server->exposer_->GetListeningPorts();
+      server->metrics_port_ = ports.empty() ? 0 : ports.front();
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("--metrics_listen=", options.metrics_listen, ": ", e.what()));
+    }
+    spdlog::info("metrics: http://{}:{}/metrics",
+                 options.metrics_listen.substr(0, options.metrics_listen.rfind(':')),
+                 server->metrics_port_);
+  }
+  server->SetServing(eng.usable());
+  spdlog::info("topk-server {} listening on {} ({} backend, {} device(s), {})", TOPK_VERSION,
+               server->address(), eng.backend_name(), eng.devices().size(),
+               options.tls_cert.empty() ? "plaintext" : "TLS");
+  return server;
+}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+std::string Server::address() const { return absl::StrCat(host_, ":", port_); }
+
+void Server::SetServing(bool serving) {
+  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+  if (health == nullptr) return;
+  health->SetServingStatus(serving);  // the overall ("") status
+  health->SetServingStatus(kServiceName, serving);
+}
+
+void Server::Shutdown(absl::Duration deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (grpc_server_ != nullptr) {
+    spdlog::info("draining: in-flight requests have {} to finish", absl::FormatDuration(deadline));
+    // Health first, so load balancers stop routing here while we drain;
+    // Shutdown() of the health service also freezes it at NOT_SERVING.
+    if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
+      health->Shutdown();
+    }
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
+  }
+  if (engine_ != nullptr) engine_->Stop();
+  exposer_.reset();
+  spdlog::info("stopped");
+}
+
+}  // namespace topk::server

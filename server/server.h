@@ -1,0 +1,86 @@
+// The topk-server process minus its flags: engine, service, health,
+// reflection, metrics port, and graceful shutdown. Tests and benchmarks run
+// it in-process.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/engine/engine.h"
+#include "server/metrics.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+namespace prometheus {
+class Exposer;
+}  // namespace prometheus
+
+namespace topk::server {
+
+class TopKService;
+
+struct ServerOptions {
+  // host:port; port 0 picks a free port (see Server::port()).
+  std::string listen = "127.0.0.1:50051";
+  // host:port of the Prometheus text endpoint (/metrics); empty: off.
+  std::string metrics_listen;
+  // PEM files; both set: TLS, neither: plaintext.
+  std::string tls_cert;
+  std::string tls_key;
+  int64_t max_recv_message_bytes = int64_t{64} << 20;
+  int64_t max_send_message_bytes = int64_t{64} << 20;
+  // 0 leaves gRPC's default.
+  int64_t keepalive_time_ms = 0;
+  int64_t keepalive_timeout_ms = 0;
+  int64_t max_connection_idle_ms = 0;
+  int64_t max_connection_age_ms = 0;
+  int64_t max_connection_age_grace_ms = 0;
+  bool enable_echo = false;
+  bool enable_reflection = true;
+  EngineOptions engine;
+};
+
+// The service name clients probe with grpc.health.v1 (the empty name
+// reports the same status).
+inline constexpr char kServiceName[] = "topk.v1.TopK";
+
+class Server {
+ public:
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options);
+  ~Server();  // Shutdown(absl::ZeroDuration()) unless already shut down
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+  // "127.0.0.1:PORT" (the listen host with the bound port).
+  std::string address() const;
+  // Bound metrics port, or 0 when off.
+  int metrics_port() const { return metrics_port_; }
+
+  // Drains: health NOT_SERVING, no new calls, in-flight calls get until
+  // `deadline` to finish and are cancelled after it; then the workers stop.
+  void Shutdown(absl::Duration deadline);
+
+  Engine& engine() { return *engine_; }
+  Metrics& metrics() { return *metrics_; }
+
+ private:
+  Server() = default;
+  void SetServing(bool serving);
+
+  std::string host_;
+  int port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<TopKService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace topk::server
