@@ -7,6 +7,10 @@
 #include <algorithm>
 #include <numeric>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
 #include "topk/algorithm_constants.h"
 
 namespace topk::cpu {
@@ -15,29 +19,52 @@ namespace {
 constexpr int kChunk = 16;
 
 // Appends every i with x[i] >= lo (and x[i] < hi when kBand) to dst and
-// returns the count. Chunks are screened with !(x < lo), which is also true
-// for NaN, so the common chunk (nothing admitted, no NaN) costs one vector
-// compare and the NaN check rides along for free.
+// returns the count. Chunks of 16 are screened with !(x < lo), which is also
+// true for NaN, so the common chunk (nothing admitted, no NaN) costs four
+// vector compares and the NaN check rides along for free. Admitted lanes are
+// appended from a bit mask: no data-dependent branch per element.
 template <bool kBand>
 int64_t Admit(const float* x, int64_t n, float lo, float hi, int32_t* dst, bool* saw_nan) {
   int64_t count = 0;
   bool nan = false;
   int64_t i = 0;
-  auto scalar = [&](int64_t j) {
-    const float v = x[j];
-    if (v >= lo && (!kBand || v < hi)) {
-      dst[count++] = static_cast<int32_t>(j);
-    } else if (v != v) {
-      nan = true;
-    }
-  };
+#if defined(__SSE2__)
+  const __m128 vlo = _mm_set1_ps(lo);
+  const __m128 vhi = _mm_set1_ps(hi);
   for (; i + kChunk <= n; i += kChunk) {
-    int hit = 0;
-    for (int j = 0; j < kChunk; ++j) hit |= !(x[i + j] < lo);
-    if (hit == 0) continue;
-    for (int j = 0; j < kChunk; ++j) scalar(i + j);
+    __m128 v[4];
+    uint32_t screen = 0;
+    for (int q = 0; q < 4; ++q) {
+      v[q] = _mm_loadu_ps(x + i + 4 * q);
+      screen |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpnlt_ps(v[q], vlo))) << (4 * q);
+    }
+    if (screen == 0) continue;
+    uint32_t admitted = 0;
+    for (int q = 0; q < 4; ++q) {
+      __m128 in = _mm_cmpge_ps(v[q], vlo);  // false for NaN
+      if (kBand) in = _mm_and_ps(in, _mm_cmplt_ps(v[q], vhi));
+      admitted |= static_cast<uint32_t>(_mm_movemask_ps(in)) << (4 * q);
+    }
+    uint32_t ge = admitted;
+    if (kBand) {
+      ge = 0;
+      for (int q = 0; q < 4; ++q) {
+        ge |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpge_ps(v[q], vlo))) << (4 * q);
+      }
+    }
+    nan |= (screen & ~ge) != 0;  // screened but not >= lo: NaN lanes
+    while (admitted != 0) {
+      dst[count++] = static_cast<int32_t>(i + __builtin_ctz(admitted));
+      admitted &= admitted - 1;
+    }
   }
-  for (; i < n; ++i) scalar(i);
+#endif
+  for (; i < n; ++i) {
+    const float v = x[i];
+    dst[count] = static_cast<int32_t>(i);
+    count += (v >= lo) & (!kBand || v < hi);
+    nan |= v != v;
+  }
   *saw_nan = nan;
   return count;
 }
@@ -73,29 +100,38 @@ class Emitter {
 
 // Phase 3: exact refinement of a frontier (ascending indices in `frontier`,
 // size n) with `quota` slots left, digit by digit of key32 (11/11/10), then
-// the tie fill from the equal-key remainder (smallest indices first).
-// `next` must not overlap the frontier; both are at least n long.
+// the tie fill from the equal-key remainder (smallest indices first). Scores
+// are gathered once into a key array that travels with the indices, so the
+// digit passes read contiguous memory. `next` must not overlap the frontier;
+// both, and each half of `keys`, hold at least n entries.
 void Refine(const float* x, int32_t* frontier, int64_t n, int64_t quota, int32_t* next,
-            Emitter& emit, uint32_t* histogram) {
+            uint32_t* keys, uint32_t* next_keys, Emitter& emit, uint32_t* histogram) {
+  if (quota >= n) {
+    emit.EmitAll(frontier, n);
+    return;
+  }
   int32_t* cur = frontier;
+  for (int64_t j = 0; j < n; ++j) keys[j] = Key32(x[cur[j]]);
   for (int digit = 0; digit < 3 && quota < n; ++digit) {
     const int bins = 1 << kDigitBits[digit];
     std::fill(histogram, histogram + bins, 0u);
-    for (int64_t j = 0; j < n; ++j) ++histogram[KeyDigit(Key32(x[cur[j]]), digit)];
+    for (int64_t j = 0; j < n; ++j) ++histogram[KeyDigit(keys[j], digit)];
     int64_t below;
     const uint32_t boundary = BinReaching(histogram, bins, quota, &below);
     int64_t kept = 0;
     for (int64_t j = 0; j < n; ++j) {
-      const uint32_t d = KeyDigit(Key32(x[cur[j]]), digit);
+      const uint32_t d = KeyDigit(keys[j], digit);
       if (d < boundary) {
         emit.Emit(cur[j]);
       } else if (d == boundary) {
-        next[kept++] = cur[j];
+        next[kept] = cur[j];
+        next_keys[kept++] = keys[j];
       }
     }
     quota -= below;
     n = kept;
     std::swap(cur, next);
+    std::swap(keys, next_keys);
   }
   emit.EmitAll(cur, std::min(quota, n));
 }
@@ -124,7 +160,8 @@ bool ExactRecovery(const float* x, int32_t length, int32_t k, Emitter& emit, Row
       frontier[n++] = i;
     }
   }
-  Refine(x, frontier, n, k - emit.count(), scratch.pong.data(), emit, scratch.histogram.data());
+  Refine(x, frontier, n, k - emit.count(), scratch.pong.data(), scratch.KeysA(), scratch.KeysB(),
+         emit, scratch.histogram.data());
   return true;
 }
 
@@ -156,6 +193,7 @@ void RowScratch::Reserve(int64_t width) {
   if (static_cast<int64_t>(ping.size()) < width) {
     ping.resize(width);
     pong.resize(width);
+    keys.resize(2 * width);
   }
 }
 
@@ -204,7 +242,8 @@ RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams
     if (c0 >= k) {  // certified (Lemma 4.1)
       result.path = RowPath::kCertified;
       result.candidates = c0;
-      Refine(x, candidates, c0, k, scratch.pong.data(), emit, histogram);
+      Refine(x, candidates, c0, k, scratch.pong.data(), scratch.KeysA(), scratch.KeysB(), emit,
+             histogram);
     } else {
       // Underfill: everything >= t0 is in; the band [t(tau1), t0) may finish it.
       bool unused;
@@ -214,7 +253,8 @@ RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams
         result.candidates = c0 + band;
         emit.EmitAll(candidates, c0);
         // The band is a frontier of its own: every value in it is < t0.
-        Refine(x, candidates + c0, band, k - c0, scratch.pong.data(), emit, histogram);
+        Refine(x, candidates + c0, band, k - c0, scratch.pong.data(), scratch.KeysA(),
+               scratch.KeysB(), emit, histogram);
       } else {
         result.path = RowPath::kExactRecovery;
         ExactRecovery(x, length, k, emit, scratch);

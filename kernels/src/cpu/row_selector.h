@@ -14,11 +14,14 @@ namespace topk::cpu {
 struct RowScratch {
   std::vector<int32_t> ping;  // candidates, then frontiers (ping-pong)
   std::vector<int32_t> pong;
+  std::vector<uint32_t> keys;  // key32 of the frontier, parallel to it (ping-pong halves)
   std::array<uint32_t, kCoarseBins> histogram;
 
   void Reserve(int64_t width);
+  uint32_t* KeysA() { return keys.data(); }
+  uint32_t* KeysB() { return keys.data() + keys.size() / 2; }
   static size_t BytesFor(int64_t width) {
-    return 2 * static_cast<size_t>(width) * sizeof(int32_t) + sizeof(histogram);
+    return 4 * static_cast<size_t>(width) * sizeof(int32_t) + sizeof(histogram);
   }
 };
 
