@@ -1,0 +1,129 @@
+// The CUDA backend (DESIGN section 3). Host-only header: no CUDA headers, so
+// C++ code built without nvcc (the server) can include it. Every pointer in the
+// RowBatch / OutputView handed to Run() is a DEVICE pointer; RunContext.stream
+// is a cudaStream_t and RunContext.workspace device memory of at least
+// plan.workspace_bytes (its contents on entry do not matter).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "topk/selector.h"
+
+namespace topk {
+
+// The device facts the planner needs; filled from cudaGetDeviceProperties and
+// the occupancy API by CudaSelector, or by hand in tests (no device needed).
+struct CudaDeviceInfo {
+  int sm_count = 0;
+  int compute_major = 0;
+  int compute_minor = 0;
+  size_t l2_bytes = 0;
+  size_t global_mem_bytes = 0;
+  // Resident CTAs per SM of the persistent kernel (occupancy API).
+  int persistent_ctas_per_sm = 0;
+};
+
+struct CudaSelectorConfig {
+  int device = 0;
+  // false: every row takes exact coarse recovery (Route::kRowLocalExact); the
+  // benchmark's "sampling off" baseline.
+  bool enable_sampling = true;
+  // s; 0: the planner's choice (64, or 128 for very wide rows).
+  int32_t sample_stride = 0;
+  // Consecutive floats read per view position group: 1 is the paper's view
+  // (one float every s positions, one 32-byte sector per sample); 8 reads whole
+  // sectors with the same sample count (L*4/s bytes instead of L*32/s).
+  int32_t sample_run = 8;
+  // Rows shorter than this take the exact route inside the sampled kernel;
+  // 0: the planner's default (kCudaMinSampledLength).
+  int64_t min_sampled_length = 0;
+  // Planner override of the persistent grid (0: occupancy * SMs).
+  int32_t grid_override = 0;
+};
+
+// Rows with L below this take the exact route (measured crossover, NOTES.md).
+inline constexpr int64_t kCudaMinSampledLength = 16384;
+// Largest K served with shared-memory output staging (fast paths).
+inline constexpr int32_t kCudaMaxFastK = 4096;
+// Largest K served at all (general path, global staging).
+inline constexpr int32_t kCudaMaxK = 1 << 20;
+
+// Per-CTA global overflow entries of each candidate/frontier slice.
+int64_t CudaSliceEntries(int32_t k);
+// Workspace bytes a plan of `grid` CTAs needs for rank k.
+size_t CudaWorkspaceBytes(int32_t k, int32_t grid);
+
+// The planner: a pure host function (unit-tested without a device).
+absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
+                                       const CudaDeviceInfo& device,
+                                       const CudaSelectorConfig& config);
+
+// Which path rows took; accumulated in the workspace across runs until
+// ResetStats.
+struct CudaRouteStats {
+  int64_t rows = 0;            // rows with L > K and no NaN / bad length
+  int64_t sampled = 0;         // rows whose view was usable
+  int64_t certified = 0;       // certified by tau0
+  int64_t band_rescued = 0;    // needed the tau1 band
+  int64_t exact_recovery = 0;  // sampled rows that fell back to exact recovery
+  int64_t exact_rows = 0;      // rows that took the exact route (any reason)
+  int64_t candidates = 0;      // sum of certified candidate counts
+  int64_t rescans = 0;         // refinement levels done by re-scanning the row
+};
+
+class CudaSelector final : public Selector {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaSelector>> Create(CudaSelectorConfig config = {});
+  ~CudaSelector() override;
+
+  std::string_view name() const override { return "cuda"; }
+  absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
+                                const SelectOptions& options) const override;
+  // Asynchronous on context.stream; errors are launch/configuration errors.
+  absl::Status Run(const Plan& plan, const RowBatch& batch, const OutputView& out,
+                   const RunContext& context) override;
+
+  const CudaDeviceInfo& device_info() const { return info_; }
+  const CudaSelectorConfig& config() const { return config_; }
+
+  // Route counters kept in the workspace (synchronises the stream).
+  absl::StatusOr<CudaRouteStats> ReadStats(const RunContext& context) const;
+  absl::Status ResetStats(const RunContext& context) const;
+  // The persistent kernel's row counters (0 after every completed run).
+  absl::StatusOr<std::pair<uint32_t, uint32_t>> ReadCounters(const RunContext& context) const;
+
+ private:
+  CudaSelector(CudaSelectorConfig config, CudaDeviceInfo info);
+  CudaSelectorConfig config_;
+  CudaDeviceInfo info_;
+};
+
+// One captured CUDA graph per plan. The graph's first node copies a small
+// argument block (row pointers/offsets, lengths, output, live M) from pinned
+// host memory to the workspace, so the same graph serves every batch of the
+// plan's bucket: Replay() only rewrites the pinned block.
+class CudaGraphRunner {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaGraphRunner>> Create(const CudaSelector& selector,
+                                                                 const Plan& plan,
+                                                                 const RunContext& context);
+  ~CudaGraphRunner();
+  CudaGraphRunner(const CudaGraphRunner&) = delete;
+  CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
+
+  // Launches the graph on `stream` (nullptr: the capture stream). Waits for
+  // the previous replay's argument copy before overwriting the pinned block.
+  absl::Status Replay(const RowBatch& batch, const OutputView& out, void* stream = nullptr);
+
+ private:
+  struct Impl;
+  explicit CudaGraphRunner(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace topk

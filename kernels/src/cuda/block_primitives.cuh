@@ -1,0 +1,136 @@
+// Block-wide building blocks of the selector kernels: the boundary search over
+// a histogram (prefix scan), a bitonic sort, and the row streamer that every
+// full-row pass (certification, exact coarse histogram, re-scan) shares.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel_args.h"
+
+namespace topk::cuda {
+
+inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
+inline constexpr int kWarps = kThreads / 32;
+
+// Result of a boundary search: the first bin whose inclusive prefix reaches
+// the target, the count strictly before it and inside it, and the total.
+struct Boundary {
+  uint32_t bin;
+  uint32_t below;
+  uint32_t in_bin;
+  uint32_t total;
+};
+
+struct BoundaryScratch {
+  uint32_t warp[32];
+  uint32_t bin, below, in_bin, total;
+};
+
+// nbins is 2048 or 1024 (4 or 2 bins per thread). bin == nbins when the total
+// never reaches target. Synchronises on entry and exit.
+__device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins, uint32_t target,
+                                                 BoundaryScratch& s) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int per = nbins / kThreads;
+  __syncthreads();
+  uint32_t local[4];
+  uint32_t sum = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    local[i] = i < per ? hist[tid * per + i] : 0u;
+    sum += local[i];
+  }
+  uint32_t incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint32_t y = __shfl_up_sync(kFullMask, incl, o);
+    if (lane >= o) incl += y;
+  }
+  if (lane == 31) s.warp[warp] = incl;
+  if (tid == 0) s.bin = nbins, s.below = 0, s.in_bin = 0;
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t w = lane < kWarps ? s.warp[lane] : 0u;
+    uint32_t wi = w;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint32_t y = __shfl_up_sync(kFullMask, wi, o);
+      if (lane >= o) wi += y;
+    }
+    if (lane < kWarps) s.warp[lane] = wi - w;  // exclusive
+    if (lane == kWarps - 1) s.total = wi;
+  }
+  __syncthreads();
+  uint32_t run = s.warp[warp] + incl - sum;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (i < per && run < target && run + local[i] >= target) {
+      s.bin = tid * per + i;
+      s.below = run;
+      s.in_bin = local[i];
+    }
+    run += local[i];
+  }
+  __syncthreads();
+  return Boundary{s.bin, s.below, s.in_bin, s.total};
+}
+
+// Ascending bitonic sort of n (a power of two) 64-bit keys, shared or global
+// memory. Callers synchronise before; synchronises after.
+__device__ __forceinline__ void BlockBitonicSort(uint64_t* a, uint32_t n) {
+  for (uint32_t k = 2; k <= n; k <<= 1) {
+    for (uint32_t j = k >> 1; j > 0; j >>= 1) {
+      for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+        const uint32_t ixj = i ^ j;
+        if (ixj > i) {
+          const uint64_t x = a[i], y = a[ixj];
+          const bool up = (i & k) == 0;
+          if ((x > y) == up) {
+            a[i] = y;
+            a[ixj] = x;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Streams a row of L floats with 16-byte loads (any 4-byte aligned start: a
+// scalar head up to the 16-byte boundary, a float4 body with kUnroll loads in
+// flight per thread, a scalar tail). f(float4 v, uint32_t index_of_v_x,
+// unsigned valid_lanes_mask) is called warp-uniformly (every lane of a warp
+// calls it the same number of times), so f may use warp votes.
+template <int kUnroll, typename F>
+__device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_t L, F&& f) {
+  const uint32_t tid = threadIdx.x;
+  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row) >> 2) & 3u;
+  const uint32_t head = min(L, (4u - mis) & 3u);
+  const uint32_t n4 = (L - head) >> 2;
+  const float4* body = reinterpret_cast<const float4*>(row + head);
+  constexpr uint32_t kStep = kThreads * kUnroll;
+  const uint32_t full_end = n4 / kStep * kStep;
+  for (uint32_t base = 0; base < full_end; base += kStep) {
+    float4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kThreads + tid);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) f(v[u], head + 4u * (base + u * kThreads + tid), 0xFu);
+  }
+  for (uint32_t base = full_end; base < n4; base += kThreads) {
+    const uint32_t i = base + tid;
+    const bool ok = i < n4;
+    const float4 v = ok ? __ldcg(body + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+    f(v, head + 4u * i, ok ? 0xFu : 0u);
+  }
+  const uint32_t tail0 = head + 4u * n4;
+  const uint32_t ntail = L - tail0;
+  if (tid < 32) {
+    const uint32_t i = tid < head ? tid : tail0 + (tid - head);
+    const bool ok = tid < head + ntail;
+    const float x = ok ? __ldcg(row + i) : 0.f;
+    f(make_float4(x, 0.f, 0.f, 0.f), i, ok ? 1u : 0u);
+  }
+}
+
+}  // namespace topk::cuda

@@ -1,0 +1,70 @@
+// Argument blocks shared by the host launcher and the kernels (plain structs,
+// no CUDA headers).
+#pragma once
+
+#include <cstdint>
+
+#include "topk/contract.h"
+
+namespace topk::cuda {
+
+// Per-call arguments. Passed by value for Run(), or read from device memory
+// (refreshed by one captured H2D copy) for graph replays.
+struct DeviceArgs {
+  const float* scores = nullptr;
+  int64_t pitch = 0;
+  const int64_t* row_offsets = nullptr;
+  const int32_t* lengths = nullptr;
+  int32_t* indices = nullptr;
+  RowStatus* row_status = nullptr;
+  int64_t num_rows = 0;  // live M
+  int64_t width = 0;     // N: lengths above it are kBadLength
+  int32_t layout = 0;    // Layout
+  int32_t pad = 0;
+};
+
+// Per-plan constants of a launch.
+struct KernelParams {
+  int32_t k = 0;
+  int32_t sample_stride = 0;  // 0: exact route for every row
+  int32_t sample_run = 1;
+  int32_t sorted = 0;
+  int32_t deterministic = 0;
+  int32_t pad = 0;
+  int64_t min_sampled_length = 0;
+  int64_t slice_entries = 0;            // G: global overflow entries per slice
+  uint32_t* counters = nullptr;         // [0] row claim counter, [1] finished CTAs
+  unsigned long long* stats = nullptr;  // CudaRouteStats order, 8 entries
+  uint8_t* cta_slices = nullptr;        // grid x CtaSliceBytes
+  int64_t cta_slice_bytes = 0;
+};
+
+// Workspace layout: a 1 KiB header (counters, stats, graph argument block),
+// then one slice per CTA.
+inline constexpr int64_t kHeaderBytes = 1024;
+inline constexpr int64_t kCountersOffset = 0;
+inline constexpr int64_t kStatsOffset = 64;
+inline constexpr int64_t kArgsOffset = 256;
+inline constexpr int kNumStats = 8;
+
+// Shared-memory capacities of the persistent kernel (entries).
+inline constexpr int kThreads = 512;
+inline constexpr int kSmemCandidates = 6144;  // frontier A: index + key
+inline constexpr int kSmemFrontier = 4096;    // frontier B: index + key
+inline constexpr int kSmemOutput = 4096;      // committed indices (K <= kCudaMaxFastK)
+
+// Per-CTA slice: A (idx, key) x G, B (idx, key) x G, and for K above the
+// shared output capacity an output staging array (K) and a sort scratch
+// (pow2(K) 64-bit keys).
+inline int64_t NextPow2(int64_t v) {
+  int64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+inline int64_t CtaSliceBytes(int32_t k, int64_t slice_entries) {
+  int64_t bytes = 4 * slice_entries * 4;  // A idx, A key, B idx, B key
+  if (k > kSmemOutput) bytes += 4 * (int64_t{k} + 2) + 8 * NextPow2(k);
+  return (bytes + 255) / 256 * 256;
+}
+
+}  // namespace topk::cuda

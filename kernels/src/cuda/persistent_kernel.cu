@@ -1,0 +1,293 @@
+// The persistent sampled selector (DESIGN section 3): one 512-thread CTA owns
+// a row through all three phases; the grid is the device's resident CTAs; the
+// first wave takes rows by block id, later rows are claimed from a device
+// counter that the last CTA to finish resets (and that the launcher zeroes
+// with a captured memset, so garbage workspaces and graph replays are safe).
+#include "persistent_kernel.cuh"
+#include "refine.cuh"
+#include "topk/algorithm_constants.h"
+#include "topk/contract.h"
+
+namespace topk::cuda {
+namespace {
+
+enum Stat {
+  kRows,
+  kSampled,
+  kCertified,
+  kBandRescued,
+  kExactRecovery,
+  kExactRows,
+  kCands,
+  kRescans
+};
+
+__device__ __forceinline__ void AddStat(const KernelParams& p, Stat s, unsigned long long v) {
+  if (p.stats != nullptr) atomicAdd(&p.stats[s], v);
+}
+
+__device__ __forceinline__ void ClearHist(SharedState& s) {
+  for (uint32_t i = threadIdx.x; i < kCoarseBins; i += kThreads) s.hist[i] = 0u;
+}
+
+__device__ __noinline__ void FillEmpty(int32_t* out_row, uint32_t k) {
+  for (uint32_t i = threadIdx.x; i < k; i += kThreads) out_row[i] = -1;
+}
+
+// Exact coarse recovery: the coarse bin tau* whose prefix reaches K over the
+// whole row gives a cutoff that certifies by construction. Leaves the admitted
+// set in fa / s.hist like the sampled pass. Returns the cutoff.
+__device__ __noinline__ float ExactCandidates(SharedState& s, const float* __restrict__ row,
+                                              uint32_t L, uint32_t k, const Frontier& fa) {
+  ClearHist(s);
+  if (threadIdx.x == 0) s.count = 0u;
+  __syncthreads();
+  CoarseHistPass(row, L, s.hist, &s.nan);
+  const Boundary bd = FindBoundary(s.hist, kCoarseBins, k, s.scratch);
+  if (s.nan) return 0.f;
+  if (threadIdx.x == 0) s.t0 = CoarseCutoff(bd.bin);
+  ClearHist(s);
+  __syncthreads();
+  const float cut = s.t0;
+  AdmitPass<false>(row, L, cut, 0.f, fa, &s.count, s.hist, &s.nan);
+  __syncthreads();
+  return cut;
+}
+
+__device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, const KernelParams& p,
+                                       int64_t r, const Frontier& fa, const Frontier& fb,
+                                       uint32_t* out_buf, uint64_t* sort_buf) {
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  const float* row = a.layout == static_cast<int32_t>(Layout::kPitched)
+                         ? a.scores + r * a.pitch
+                         : a.scores + a.row_offsets[r];
+  const int64_t length = a.lengths[r];
+  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  if (length < 0 || length > a.width) {
+    FillEmpty(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
+    return;
+  }
+  const uint32_t L = static_cast<uint32_t>(length);
+  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u;
+  ClearHist(s);
+  __syncthreads();
+  uint32_t count;
+  if (L <= k) {
+    unsigned nan = 0;
+    for (uint32_t i = tid; i < L; i += kThreads) {
+      out_buf[i] = i;
+      nan |= IsNan(row[i]) ? 1u : 0u;
+    }
+    if (nan) s.nan = 1u;
+    __syncthreads();
+    count = L;
+  } else {
+    bool need_exact = true;
+    float cut = 0.f;
+    if (p.sample_stride > 0 && L >= p.min_sampled_length) {
+      const int stride = p.sample_stride;
+      SampleHistogram(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+      const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
+      const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+      const Boundary b0 = FindBoundary(s.hist, kCoarseBins, q0, s.scratch);
+      const Boundary b1 = FindBoundary(s.hist, kCoarseBins, q1, s.scratch);
+      if (b0.total >= q1) {
+        if (tid == 0) {
+          s.t0 = CoarseCutoff(b0.bin);
+          AddStat(p, kSampled, 1);
+        }
+        if (tid == 32) s.t1 = CoarseCutoff(b1.bin);
+        ClearHist(s);
+        __syncthreads();
+        const float t0 = s.t0, t1 = s.t1;
+        AdmitPass<false>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan);
+        __syncthreads();
+        if (!s.nan) {
+          if (s.count >= k) {
+            need_exact = false;
+            cut = t0;
+            if (tid == 0) AddStat(p, kCertified, 1);
+          } else if (b1.bin > b0.bin) {
+            // Underfill: append the band t1 <= x < t0 and re-certify.
+            AdmitPass<true>(row, L, t1, t0, fa, &s.count, s.hist, &s.nan);
+            __syncthreads();
+            if (s.count >= k) {
+              need_exact = false;
+              cut = t1;
+              if (tid == 0) AddStat(p, kBandRescued, 1);
+            }
+          }
+          if (need_exact && tid == 0) AddStat(p, kExactRecovery, 1);
+        }
+      }
+    }
+    if (need_exact && !s.nan) {
+      if (tid == 0) AddStat(p, kExactRows, 1);
+      cut = ExactCandidates(s, row, L, k, fa);
+    }
+    if (!s.nan) {
+      const uint32_t C = s.count;
+      const uint32_t rescans = Refine(s, row, L, cut, C, fa, fb, k, p.deterministic != 0,
+                                      RefineOut{out_buf, &s.out_count});
+      if (tid == 0) {
+        AddStat(p, kRows, 1);
+        AddStat(p, kCands, C);
+        if (rescans) AddStat(p, kRescans, rescans);
+      }
+    }
+    __syncthreads();
+    count = s.out_count;
+  }
+  if (s.nan) {
+    FillEmpty(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+  } else {
+    FinalizeRow(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
+  }
+  __syncthreads();
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                           const KernelParams p) {
+  extern __shared__ uint4 smem_raw[];
+  SharedState& s = *reinterpret_cast<SharedState*>(smem_raw);
+  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  const uint32_t g = static_cast<uint32_t>(p.slice_entries);
+  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
+  const Frontier fa{s.a, s.a + kSmemCandidates, kSmemCandidates, slice, slice + g, g};
+  const Frontier fb{s.b, s.b + kSmemFrontier, kSmemFrontier, slice + 2 * g, slice + 3 * g, g};
+  uint32_t* out_buf = s.out;
+  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(s.a);
+  if (p.k > kSmemOutput) {
+    out_buf = slice + 4 * g;
+    sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
+  }
+  int64_t r = blockIdx.x;
+  while (r < a.num_rows) {
+    SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
+    __syncthreads();
+    r = s.next_row;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t done = atomicAdd(&p.counters[1], 1u);
+    if (done == gridDim.x - 1) {
+      // Every CTA has made its last claim: restore the counters for the next
+      // launch (graph replays without a host round trip).
+      atomicExch(&p.counters[0], 0u);
+      atomicExch(&p.counters[1], 0u);
+    }
+  }
+}
+
+// Verification of a selection on the device: per row, indices distinct and in
+// range (block sort), and the count of valid values strictly greater than the
+// minimum selected value equal to the count of selected values above it.
+__global__ void __launch_bounds__(kThreads)
+    VerifyKernel(const DeviceArgs a, int32_t k, unsigned long long* bad_rows, int* first_bad) {
+  extern __shared__ uint4 smem_raw[];
+  uint64_t* keys = reinterpret_cast<uint64_t*>(smem_raw);
+  __shared__ unsigned bad;
+  __shared__ unsigned gt_sel, gt_row;
+  const int64_t r = blockIdx.x;
+  const float* row = a.layout == 0 ? a.scores + r * a.pitch : a.scores + a.row_offsets[r];
+  const int64_t L = a.lengths[r];
+  const int32_t* out = a.indices + r * static_cast<int64_t>(k);
+  const uint32_t want = static_cast<uint32_t>(L < k ? L : k);
+  uint32_t n = 1;
+  while (n < static_cast<uint32_t>(k)) n <<= 1;
+  if (threadIdx.x == 0) bad = 0, gt_sel = 0, gt_row = 0;
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+    uint64_t v = ~0ull;
+    if (i < static_cast<uint32_t>(k)) {
+      const int32_t idx = out[i];
+      if (i < want) {
+        if (idx < 0 || idx >= L) {
+          bad = 1;
+        } else {
+          v = static_cast<uint32_t>(idx);
+        }
+      } else if (idx != -1) {
+        bad = 1;
+      }
+    }
+    keys[i] = v;
+  }
+  __syncthreads();
+  BlockBitonicSort(keys, n);
+  for (uint32_t i = threadIdx.x + 1; i < want; i += kThreads) {
+    if (keys[i] == keys[i - 1]) bad = 1;
+  }
+  // Minimum selected key (descending key: the maximum key32).
+  __shared__ unsigned max_key;
+  if (threadIdx.x == 0) max_key = 0;
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < want; i += kThreads) {
+    if (keys[i] != ~0ull) atomicMax(&max_key, Key32(row[keys[i]]));
+  }
+  __syncthreads();
+  const unsigned kmin = max_key;
+  unsigned c_sel = 0, c_row = 0;
+  for (uint32_t i = threadIdx.x; i < want; i += kThreads) {
+    if (keys[i] != ~0ull && Key32(row[keys[i]]) < kmin) ++c_sel;
+  }
+  if (want == static_cast<uint32_t>(k) && L > k) {
+    for (int64_t i = threadIdx.x; i < L; i += kThreads) c_row += Key32(row[i]) < kmin ? 1u : 0u;
+  }
+  atomicAdd(&gt_sel, c_sel);
+  atomicAdd(&gt_row, c_row);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (L > k && gt_row != gt_sel) bad = 1;
+    if (bad) {
+      atomicAdd(bad_rows, 1ull);
+      atomicMin(first_bad, static_cast<int>(r));
+    }
+  }
+}
+
+}  // namespace
+
+size_t PersistentSharedBytes() { return sizeof(SharedState); }
+
+cudaError_t ConfigurePersistentKernel() {
+  cudaError_t e =
+      cudaFuncSetAttribute(PersistentSelectKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(sizeof(SharedState)));
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(VerifyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(8 * 8192));
+}
+
+cudaError_t PersistentOccupancy(int* ctas_per_sm) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, PersistentSelectKernel,
+                                                       kThreads, sizeof(SharedState));
+}
+
+cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
+                             const KernelParams& params, int grid, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+  if (e != cudaSuccess) return e;
+  PersistentSelectKernel<<<grid, kThreads, sizeof(SharedState), stream>>>(args, dev_args, params);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchVerify(const DeviceArgs& args, int32_t k, int64_t num_rows,
+                         unsigned long long* bad_rows, int* first_bad, cudaStream_t stream) {
+  if (num_rows == 0) return cudaSuccess;
+  uint32_t n = 1;
+  while (n < static_cast<uint32_t>(k)) n <<= 1;
+  if (n > 8192) return cudaErrorInvalidValue;
+  VerifyKernel<<<static_cast<unsigned>(num_rows), kThreads, 8 * n, stream>>>(args, k, bad_rows,
+                                                                             first_bad);
+  return cudaGetLastError();
+}
+
+}  // namespace topk::cuda

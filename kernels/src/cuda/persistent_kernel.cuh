@@ -1,0 +1,26 @@
+// Launch interface of the persistent selector kernel (host side, nvcc only).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernel_args.h"
+
+namespace topk::cuda {
+
+// Raises the kernel's dynamic shared memory limit; call once per device.
+cudaError_t ConfigurePersistentKernel();
+// Resident CTAs per SM of the persistent kernel.
+cudaError_t PersistentOccupancy(int* ctas_per_sm);
+size_t PersistentSharedBytes();
+
+// One launch of `grid` persistent CTAs. dev_args: when non-null the kernel
+// reads the per-call arguments from device memory (graph replays) and `args`
+// is ignored.
+cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
+                             const KernelParams& params, int grid, cudaStream_t stream);
+
+// Benchmark/test helpers.
+cudaError_t LaunchVerify(const DeviceArgs& args, int32_t k, int64_t num_rows,
+                         unsigned long long* bad_rows, int* first_bad, cudaStream_t stream);
+
+}  // namespace topk::cuda

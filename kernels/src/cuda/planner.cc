@@ -1,0 +1,70 @@
+// The CUDA planner: a pure function of the shape bucket, the options, the
+// device facts and the selector configuration. No CUDA calls, so it is
+// unit-tested on machines without a GPU.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "kernel_args.h"
+#include "topk/algorithm_constants.h"
+#include "topk/cuda_selector.h"
+
+namespace topk {
+
+int64_t CudaSliceEntries(int32_t k) { return std::max<int64_t>(4 * int64_t{k}, 16384); }
+
+size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
+  return static_cast<size_t>(cuda::kHeaderBytes +
+                             int64_t{grid} * cuda::CtaSliceBytes(k, CudaSliceEntries(k)));
+}
+
+absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
+                                       const CudaDeviceInfo& device,
+                                       const CudaSelectorConfig& config) {
+  if (absl::Status s = ValidateShape(shape); !s.ok()) return s;
+  if (shape.k > kCudaMaxK) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("k = %d: the CUDA backend serves k <= %d", shape.k, kCudaMaxK));
+  }
+  if (shape.max_width > (int64_t{1} << 31) - 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_width = %d: indices are int32", shape.max_width));
+  }
+  if (device.sm_count <= 0 || device.persistent_ctas_per_sm <= 0) {
+    return absl::FailedPreconditionError("device info: no SMs or no resident CTAs");
+  }
+  if (config.sample_stride != 0 && config.sample_stride != 64 && config.sample_stride != 128 &&
+      config.sample_stride != 256) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("sample_stride = %d: 64, 128 or 256", config.sample_stride));
+  }
+  if (config.sample_run != 1 && config.sample_run != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("sample_run = %d: 1 or 8", config.sample_run));
+  }
+  Plan plan;
+  plan.shape = shape;
+  plan.options = options;
+  plan.block = cuda::kThreads;
+  plan.split = 1;
+  const int64_t resident = int64_t{device.sm_count} * device.persistent_ctas_per_sm;
+  const int64_t grid = config.grid_override > 0 ? config.grid_override : resident;
+  // No more CTAs than rows: an idle CTA would only cost its slice.
+  plan.grid = static_cast<int32_t>(std::min<int64_t>(grid, shape.max_rows));
+  const int64_t min_sampled =
+      config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
+  if (shape.k > kCudaMaxFastK) {
+    // General path: global output staging and sort scratch; exact route.
+    plan.route = Route::kGeneralExact;
+    plan.sample_stride = 0;
+  } else if (!config.enable_sampling || shape.max_width < min_sampled) {
+    plan.route = Route::kRowLocalExact;
+    plan.sample_stride = 0;
+  } else {
+    plan.route = Route::kPersistentSampled;
+    plan.sample_stride = config.sample_stride != 0 ? config.sample_stride : kSampleStride;
+  }
+  plan.workspace_bytes = CudaWorkspaceBytes(shape.k, plan.grid);
+  return plan;
+}
+
+}  // namespace topk

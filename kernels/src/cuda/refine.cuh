@@ -1,0 +1,153 @@
+// Phase 3 of DESIGN section 2 on one CTA: exact radix refinement of the
+// certified frontier, then the output (optional block sort) of the row.
+#pragma once
+
+#include <cstdint>
+
+#include "block_primitives.cuh"
+#include "candidates.cuh"
+#include "topk/keys.h"
+
+namespace topk::cuda {
+
+// The CTA's shared state (about 104 KiB: two CTAs per SM).
+struct __align__(16) SharedState {
+  uint32_t hist[kCoarseBins];
+  uint32_t a[2 * kSmemCandidates];  // frontier A: indices, then keys
+  uint32_t b[2 * kSmemFrontier];    // frontier B: indices, then keys
+  uint32_t out[kSmemOutput];        // committed indices (K <= kSmemOutput)
+  BoundaryScratch scratch;
+  uint32_t count;      // admitted candidates
+  uint32_t out_count;  // committed outputs
+  uint32_t next_count;
+  uint32_t tie_count;
+  uint32_t nan;
+  float t0, t1;
+  long long next_row;
+};
+
+// Refinement levels over the 64-bit composite key (key32 << 32 | index):
+// digits 11/11/10 of key32, then (deterministic mode only) 11/11/10 of the
+// index, so ties at the K-th value go to the smallest indices through the same
+// commit/retain recurrence.
+__device__ __forceinline__ int LevelShift(int j) {
+  return j == 0 ? 53 : j == 1 ? 42 : j == 2 ? 32 : j == 3 ? 21 : j == 4 ? 10 : 0;
+}
+__device__ __forceinline__ int LevelBits(int j) { return (j == 2 || j == 5) ? 10 : 11; }
+__device__ __forceinline__ uint32_t LevelDigit(uint64_t k64, int j) {
+  return static_cast<uint32_t>(k64 >> LevelShift(j)) & ((1u << LevelBits(j)) - 1u);
+}
+
+struct RefineOut {
+  uint32_t* out;  // committed indices (shared or global staging)
+  uint32_t* out_count;
+};
+
+// Refines the admitted set {x >= cut} of the row (count C, level-0 histogram in
+// s.hist, stored in fa when C <= fa.capacity()) down to exactly K committed
+// indices. A level whose frontier did not fit its store re-scans the row with
+// the key-prefix filter. Returns the number of re-scanned levels.
+__device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict__ row, uint32_t L,
+                                        float cut, uint32_t C, const Frontier& fa,
+                                        const Frontier& fb, uint32_t k, bool deterministic,
+                                        RefineOut ro) {
+  const uint32_t tid = threadIdx.x;
+  const int levels = deterministic ? 6 : 3;
+  uint32_t quota = k;
+  uint64_t prefix = 0;
+  uint32_t fcount = C;
+  bool stored = C <= fa.capacity();
+  uint32_t rescans = stored ? 0u : 1u;
+  const Frontier* cur = &fa;
+  const Frontier* nxt = &fb;
+  for (int j = 0; j < levels; ++j) {
+    const int nbins = 1 << LevelBits(j);
+    const Boundary bd = FindBoundary(s.hist, nbins, quota, s.scratch);
+    const uint32_t b = bd.bin;
+    const uint32_t kk = quota - bd.below;
+    const bool take_all = bd.in_bin == kk;
+    const bool last = j == levels - 1;
+    const bool store_next = !take_all && !last && bd.in_bin <= nxt->capacity();
+    for (uint32_t i = tid; i < kCoarseBins; i += kThreads) s.hist[i] = 0u;
+    if (tid == 0) s.next_count = 0u, s.tie_count = 0u;
+    __syncthreads();
+    auto classify = [&](uint32_t idx, uint32_t key) {
+      const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
+      const uint32_t d = LevelDigit(k64, j);
+      if (d < b || (d == b && take_all)) {
+        ro.out[atomicAdd(ro.out_count, 1u)] = idx;
+      } else if (d == b) {
+        if (!last) {
+          if (store_next) nxt->Put(atomicAdd(&s.next_count, 1u), idx, key);
+          atomicAdd(&s.hist[LevelDigit(k64, j + 1)], 1u);
+        } else if (atomicAdd(&s.tie_count, 1u) < kk) {
+          // Equal keys (non-deterministic mode): any kk of them.
+          ro.out[atomicAdd(ro.out_count, 1u)] = idx;
+        }
+      }
+    };
+    if (stored) {
+      for (uint32_t pos = tid; pos < fcount; pos += kThreads) {
+        uint32_t idx, key;
+        cur->Get(pos, idx, key);
+        classify(idx, key);
+      }
+    } else {
+      const int above = LevelShift(j) + LevelBits(j);
+      StreamRow<2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+        const unsigned m = AtLeastMask(v, cut) & valid;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          if ((m >> q) & 1u) {
+            const uint32_t idx = idx0 + q;
+            const uint32_t key = Key32(Lane(v, q));
+            const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
+            if (j == 0 || (k64 >> above) == prefix) classify(idx, key);
+          }
+        }
+      });
+    }
+    __syncthreads();
+    if (take_all || last) break;
+    prefix = (prefix << LevelBits(j)) | b;
+    quota = kk;
+    fcount = bd.in_bin;
+    stored = store_next;
+    if (!stored) ++rescans;
+    const Frontier* t = cur;
+    cur = nxt;
+    nxt = t;
+  }
+  return rescans;
+}
+
+// Writes the row: count committed indices then kEmptySlot. Sorted: value
+// descending, ties by index; deterministic unsorted: index ascending.
+__device__ __noinline__ void FinalizeRow(const float* __restrict__ row, const uint32_t* out,
+                                         uint32_t count, int32_t* __restrict__ out_row, uint32_t k,
+                                         bool sorted, bool deterministic, uint64_t* sort_buf) {
+  const uint32_t tid = threadIdx.x;
+  if (sorted || deterministic) {
+    uint32_t n = 1;
+    while (n < count) n <<= 1;
+    for (uint32_t i = tid; i < n; i += kThreads) {
+      uint64_t v = ~0ull;
+      if (i < count) {
+        const uint32_t idx = out[i];
+        v = sorted ? ((static_cast<uint64_t>(Key32(row[idx])) << 32) | idx) : idx;
+      }
+      sort_buf[i] = v;
+    }
+    __syncthreads();
+    BlockBitonicSort(sort_buf, n);
+    for (uint32_t i = tid; i < k; i += kThreads) {
+      out_row[i] = i < count ? static_cast<int32_t>(static_cast<uint32_t>(sort_buf[i])) : -1;
+    }
+  } else {
+    for (uint32_t i = tid; i < k; i += kThreads) {
+      out_row[i] = i < count ? static_cast<int32_t>(out[i]) : -1;
+    }
+  }
+}
+
+}  // namespace topk::cuda

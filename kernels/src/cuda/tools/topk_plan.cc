@@ -1,0 +1,56 @@
+// topk-plan --explain [--k K] [--no-sampling] [--fake-h200]: prints the
+// planner's decision for the operator matrix (DESIGN section 9). Uses the
+// real device when one is present, else an H200 description.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "topk/cuda_selector.h"
+
+int main(int argc, char** argv) {
+  int32_t k = 2048;
+  bool fake = false;
+  topk::CudaSelectorConfig config;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--k") == 0 && i + 1 < argc) {
+      k = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--no-sampling") == 0) {
+      config.enable_sampling = false;
+    } else if (std::strcmp(argv[i], "--fake-h200") == 0) {
+      fake = true;
+    } else if (std::strcmp(argv[i], "--explain") != 0) {
+      std::fprintf(stderr, "usage: %s --explain [--k K] [--no-sampling] [--fake-h200]\n", argv[0]);
+      return 2;
+    }
+  }
+  topk::CudaDeviceInfo info{132, 9, 0, 60u << 20, 141ull << 30, 2};
+  const char* source = "fake H200 (132 SMs, 2 CTAs/SM)";
+  if (!fake) {
+    auto selector = topk::CudaSelector::Create(config);
+    if (selector.ok()) {
+      info = (*selector)->device_info();
+      source = "this device";
+    }
+  }
+  std::printf("# device: %s: %d SMs, sm_%d%d, %d persistent CTAs/SM\n", source, info.sm_count,
+              info.compute_major, info.compute_minor, info.persistent_ctas_per_sm);
+  std::printf("%-6s %-8s %-8s %-20s %-6s %-6s %-6s %-12s\n", "K", "M_cap", "N_cap", "route",
+              "stride", "grid", "block", "workspace");
+  const int64_t rows[] = {1, 8, 64, 512, 1024, 2048, 4096, 8192};
+  const int64_t widths[] = {4096, 16384, 65536, 131072, 262144, 524288, 1048576};
+  for (int64_t m : rows) {
+    for (int64_t n : widths) {
+      auto plan = topk::PlanCudaSelection(topk::ProblemShape{k, m, n, topk::Layout::kPitched}, {},
+                                          info, config);
+      if (!plan.ok()) {
+        std::printf("%-6d %-8lld %-8lld error: %s\n", k, static_cast<long long>(m),
+                    static_cast<long long>(n), std::string(plan.status().message()).c_str());
+        continue;
+      }
+      std::printf("%-6d %-8lld %-8lld %-20s %-6d %-6d %-6d %-12zu\n", k, static_cast<long long>(m),
+                  static_cast<long long>(n), std::string(topk::RouteName(plan->route)).c_str(),
+                  plan->sample_stride, plan->grid, plan->block, plan->workspace_bytes);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU check, in ONE device call (run from the repo root on the GPU machine
+# with the relocatable build carried in .carry/dist, see scripts/device-gpu-pack.sh):
+#   1. the GPU test suite (and the device-free planner tests),
+#   2. compute-sanitizer memcheck and racecheck on a small configuration,
+#   3. topk-bench-gpu + torch.topk baseline + plot.
+# Logs, CSVs and the PNG go to $OUT; a short table is printed last.
+# usage: scripts/device-gpu-check.sh [smoke|full]
+set -uo pipefail
+mode=${1:-full}
+OUT=${OUT:-/tmp/topk-out}
+mkdir -p "$OUT"
+bin=.carry/dist/bin
+export PYTHONUNBUFFERED=1
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+{
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv
+  "$bin/topk-plan" --explain | head -60
+  "$bin/topk_cuda_planner_test" --gtest_brief=1
+  if [ "$mode" = smoke ]; then
+    timeout 300 "$bin/topk_cuda_test" --gtest_filter='-*EveryGeneratorEveryK*'
+  else
+    timeout 300 "$bin/topk_cuda_test"
+  fi
+  echo "topk_cuda_test rc=$?"
+} >"$OUT/tests.log" 2>&1
+grep -E "PASSED|FAILED|rc=|^\[  FAILED" "$OUT/tests.log" | tail -20
+
+{
+  echo "== memcheck"
+  timeout 240 "$sanitizer" --tool memcheck --leak-check no "$bin/topk_cuda_test" \
+    --gtest_filter='*SanitizerSmall*:*NanRows*'
+  echo "memcheck rc=$?"
+  echo "== racecheck"
+  timeout 240 "$sanitizer" --tool racecheck "$bin/topk_cuda_test" --gtest_filter='*SanitizerSmall*'
+  echo "racecheck rc=$?"
+} >"$OUT/sanitizer.log" 2>&1
+grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rc=" "$OUT/sanitizer.log"
+
+if [ "$mode" = smoke ]; then
+  shapes=512:131072,4096:262144,2048:1048576,8:524288
+  bench_args=(--shapes "$shapes" --reps 10)
+  torch_args=(--shapes "$shapes" --reps 5)
+else
+  bench_args=()
+  torch_args=()
+fi
+timeout 420 "$bin/topk-bench-gpu" --csv "$OUT/ours.csv" "${bench_args[@]}" >"$OUT/bench.log" 2>&1
+echo "bench rc=$?"
+timeout 300 python3 bench/gpu/torch_baseline.py --csv "$OUT/torch.csv" "${torch_args[@]}" \
+  >>"$OUT/bench.log" 2>&1
+echo "torch rc=$?"
+python3 bench/gpu/plot.py --ours "$OUT/ours.csv" --torch "$OUT/torch.csv" \
+  --out-csv "$OUT/bench_gpu_merged.csv" --png "$OUT/bench_gpu.png" 2>&1 | tee -a "$OUT/bench.log"

@@ -1,0 +1,90 @@
+// The CUDA planner is a pure host function: tested with a fake device.
+#include <gtest/gtest.h>
+
+#include "topk/cuda_selector.h"
+
+namespace topk {
+namespace {
+
+CudaDeviceInfo FakeH200() {
+  CudaDeviceInfo d;
+  d.sm_count = 132;
+  d.compute_major = 9;
+  d.persistent_ctas_per_sm = 2;
+  d.l2_bytes = 60u << 20;
+  d.global_mem_bytes = 141ull << 30;
+  return d;
+}
+
+Plan MustPlan(int32_t k, int64_t m, int64_t n, CudaSelectorConfig config = {}) {
+  auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched}, {}, FakeH200(), config);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Plan{};
+}
+
+TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
+  const Plan p = MustPlan(2048, 4096, 1 << 20);
+  EXPECT_EQ(p.route, Route::kPersistentSampled);
+  EXPECT_EQ(p.sample_stride, 64);
+  EXPECT_EQ(p.block, 512);
+  EXPECT_EQ(p.grid, 264);
+}
+
+TEST(CudaPlannerTest, GridIsCappedByRowsAndResidency) {
+  EXPECT_EQ(MustPlan(2048, 1, 1 << 20).grid, 1);
+  EXPECT_EQ(MustPlan(2048, 263, 1 << 20).grid, 263);
+  EXPECT_EQ(MustPlan(2048, 100000, 1 << 20).grid, 264);
+}
+
+TEST(CudaPlannerTest, WorkspaceDoesNotGrowWithRows) {
+  const Plan a = MustPlan(2048, 1000, 1 << 20);
+  const Plan b = MustPlan(2048, 1000000, 1 << 20);
+  EXPECT_EQ(a.workspace_bytes, b.workspace_bytes);
+  EXPECT_EQ(a.workspace_bytes, CudaWorkspaceBytes(2048, 264));
+}
+
+TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
+  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength - 1).route, Route::kRowLocalExact);
+  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength).route, Route::kPersistentSampled);
+  CudaSelectorConfig off;
+  off.enable_sampling = false;
+  const Plan p = MustPlan(2048, 64, 1 << 20, off);
+  EXPECT_EQ(p.route, Route::kRowLocalExact);
+  EXPECT_EQ(p.sample_stride, 0);
+}
+
+TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {
+  EXPECT_EQ(MustPlan(kCudaMaxFastK, 8, 1 << 20).route, Route::kPersistentSampled);
+  const Plan p = MustPlan(kCudaMaxFastK + 1, 8, 1 << 20);
+  EXPECT_EQ(p.route, Route::kGeneralExact);
+  EXPECT_GT(p.workspace_bytes, MustPlan(kCudaMaxFastK, 8, 1 << 20).workspace_bytes);
+}
+
+TEST(CudaPlannerTest, StrideOverride) {
+  CudaSelectorConfig c;
+  c.sample_stride = 128;
+  EXPECT_EQ(MustPlan(2048, 64, 1 << 20, c).sample_stride, 128);
+  c.sample_stride = 100;
+  EXPECT_FALSE(
+      PlanCudaSelection(ProblemShape{2048, 64, 1 << 20, Layout::kPitched}, {}, FakeH200(), c).ok());
+}
+
+TEST(CudaPlannerTest, RejectsBadShapesAndDevices) {
+  const CudaDeviceInfo d = FakeH200();
+  EXPECT_FALSE(PlanCudaSelection(ProblemShape{0, 1, 1, Layout::kPitched}, {}, d, {}).ok());
+  EXPECT_FALSE(PlanCudaSelection(ProblemShape{1, 0, 1, Layout::kPitched}, {}, d, {}).ok());
+  EXPECT_FALSE(
+      PlanCudaSelection(ProblemShape{kCudaMaxK + 1, 1, 1 << 20, Layout::kPitched}, {}, d, {}).ok());
+  EXPECT_FALSE(
+      PlanCudaSelection(ProblemShape{16, 1, int64_t{1} << 31, Layout::kPitched}, {}, d, {}).ok());
+  CudaDeviceInfo none;
+  EXPECT_FALSE(PlanCudaSelection(ProblemShape{16, 1, 100, Layout::kPitched}, {}, none, {}).ok());
+}
+
+TEST(CudaPlannerTest, ExplainNamesTheRoute) {
+  const Plan p = MustPlan(2048, 512, 131072);
+  EXPECT_NE(p.Explain().find("persistent-sampled"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace topk

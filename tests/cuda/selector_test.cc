@@ -1,0 +1,435 @@
+// GPU tests of the CUDA selector: every generator x K x shapes covering the
+// planner's routes, checked by the verifier and against the reference; graph
+// replays with changing live M; garbage workspaces; padding; NaN and bad
+// lengths; deterministic and sorted modes; the C ABI. Skips without a device.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "device_memory.h"
+#include "topk/contract.h"
+#include "topk/cuda_selector.h"
+#include "topk/testing/generators.h"
+#include "topk/testing/reference.h"
+#include "topk/testing/verifier.h"
+#include "topk/topk_c.h"
+
+namespace topk {
+namespace {
+
+using cuda::DeviceBuffer;
+using testing::Distribution;
+using testing::GeneratorSpec;
+using testing::LengthPattern;
+using testing::ScoreMatrix;
+
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    const absl::Status s_ = (expr);              \
+    ASSERT_TRUE(s_.ok()) << #expr << ": " << s_; \
+  } while (0)
+#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+bool HaveDevice(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    *why = cudaGetErrorString(e);
+    return false;
+  }
+  if (n == 0) {
+    *why = "cudaGetDeviceCount returned 0";
+    return false;
+  }
+  return true;
+}
+
+// A host matrix mirrored on the device.
+struct DeviceMatrix {
+  DeviceBuffer<float> scores;
+  DeviceBuffer<int32_t> lengths;
+  DeviceBuffer<int64_t> offsets;
+  RowBatch batch;  // device pointers
+};
+
+absl::StatusOr<DeviceMatrix> Upload(const ScoreMatrix& m) {
+  DeviceMatrix d;
+  auto s = DeviceBuffer<float>::Allocate(m.scores.size() + 4);
+  if (!s.ok()) return s.status();
+  d.scores = std::move(*s);
+  auto l = DeviceBuffer<int32_t>::Allocate(m.lengths.size() + 1);
+  if (!l.ok()) return l.status();
+  d.lengths = std::move(*l);
+  auto o = DeviceBuffer<int64_t>::Allocate(m.row_offsets.size() + 1);
+  if (!o.ok()) return o.status();
+  d.offsets = std::move(*o);
+  TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.scores.get(), m.scores.data(),
+                                       m.scores.size() * sizeof(float), cudaMemcpyHostToDevice));
+  TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.lengths.get(), m.lengths.data(),
+                                       m.lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  if (!m.row_offsets.empty()) {
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.offsets.get(), m.row_offsets.data(),
+                                         m.row_offsets.size() * sizeof(int64_t),
+                                         cudaMemcpyHostToDevice));
+  }
+  d.batch = m.batch();
+  d.batch.scores = d.scores.get();
+  d.batch.lengths = d.lengths.get();
+  d.batch.row_offsets = m.row_offsets.empty() ? nullptr : d.offsets.get();
+  return d;
+}
+
+class CudaSelectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!HaveDevice(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  }
+
+  // Runs `m` with a fresh workspace full of garbage and a poisoned output;
+  // returns the host output and row statuses.
+  void RunOn(CudaSelector& sel, const ScoreMatrix& m, int32_t k, const SelectOptions& opts,
+             std::vector<int32_t>* out, std::vector<RowStatus>* status, Plan* plan_out = nullptr) {
+    auto dm = Upload(m);
+    ASSERT_TRUE(dm.ok()) << dm.status();
+    auto plan =
+        sel.MakePlan(ProblemShape{k, std::max<int64_t>(m.rows, 1), m.width, m.layout}, opts);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    if (plan_out) *plan_out = *plan;
+    auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+    ASSERT_TRUE(ws.ok()) << ws.status();
+    ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
+    const size_t n = static_cast<size_t>(m.rows) * k;
+    auto dout = DeviceBuffer<int32_t>::Allocate(n + 1);
+    auto dst = DeviceBuffer<RowStatus>::Allocate(m.rows + 1);
+    ASSERT_TRUE(dout.ok() && dst.ok());
+    ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
+    ASSERT_CUDA(cudaMemset(dst->get(), 0x55, dst->bytes()));
+    RunContext ctx{ws->get(), ws->bytes(), nullptr};
+    ASSERT_OK(sel.ResetStats(ctx));
+    ASSERT_OK(sel.Run(*plan, dm->batch, OutputView{dout->get(), dst->get()}, ctx));
+    ASSERT_CUDA(cudaDeviceSynchronize());
+    out->assign(n, 0);
+    status->assign(m.rows, RowStatus::kOk);
+    ASSERT_CUDA(cudaMemcpy(out->data(), dout->get(), n * sizeof(int32_t), cudaMemcpyDeviceToHost));
+    ASSERT_CUDA(
+        cudaMemcpy(status->data(), dst->get(), m.rows * sizeof(RowStatus), cudaMemcpyDeviceToHost));
+    auto counters = sel.ReadCounters(ctx);
+    ASSERT_TRUE(counters.ok());
+    EXPECT_EQ(counters->first, 0u) << "row claim counter not reset";
+    EXPECT_EQ(counters->second, 0u) << "finished-CTA counter not reset";
+    auto stats = sel.ReadStats(ctx);
+    ASSERT_TRUE(stats.ok());
+    last_stats_ = *stats;
+  }
+
+  // Verifier plus, in deterministic mode, bit-identity with the reference.
+  void Check(CudaSelector& sel, const ScoreMatrix& m, int32_t k, const SelectOptions& opts,
+             const std::string& what) {
+    std::vector<int32_t> out;
+    std::vector<RowStatus> status;
+    RunOn(sel, m, k, opts, &out, &status);
+    if (HasFatalFailure()) return;
+    const absl::Status v = testing::VerifySelection(m.batch(), k, opts, out.data(), status.data());
+    ASSERT_TRUE(v.ok()) << what << ": " << v;
+    if (opts.deterministic) {
+      std::vector<int32_t> ref(out.size());
+      std::vector<RowStatus> ref_status(m.rows);
+      ASSERT_OK(
+          testing::ReferenceSelect(m.batch(), k, opts, OutputView{ref.data(), ref_status.data()}));
+      for (int64_t r = 0; r < m.rows; ++r) {
+        if (ref_status[r] != RowStatus::kOk) continue;
+        ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * sizeof(int32_t)))
+            << what << ": deterministic row " << r << " differs from the reference";
+      }
+    }
+  }
+
+  std::unique_ptr<CudaSelector> Make(CudaSelectorConfig c = {}) {
+    auto s = CudaSelector::Create(c);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  CudaRouteStats last_stats_;
+};
+
+// Every generator x K, on a shape whose random lengths cover L <= K, the exact
+// route (L below the sampling crossover) and the sampled route.
+TEST_F(CudaSelectorTest, EveryGeneratorEveryK) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d : testing::kAllDistributions) {
+    for (int32_t k : {1, 64, 512, 2048, 4096, 10000}) {
+      GeneratorSpec spec;
+      spec.distribution = d;
+      spec.lengths = LengthPattern::kRandom;
+      spec.rows = 10;
+      spec.width = k > 4096 ? 90000 : 60000;
+      spec.k = k;
+      spec.seed = 1000 + k;
+      const ScoreMatrix m = testing::Generate(spec);
+      const std::string what =
+          std::string(testing::DistributionName(d)) + " k=" + std::to_string(k);
+      SelectOptions opts;
+      opts.deterministic = (k % 2 == 0);  // half the cases bit-identical to the reference
+      Check(*sel, m, k, opts, what);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(CudaSelectorTest, EdgeLengthsBothLayouts) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+    for (int32_t k : {1, 64, 2048, 4096}) {
+      GeneratorSpec spec;
+      spec.distribution = Distribution::kIndexer;
+      spec.lengths = LengthPattern::kEdges;
+      spec.layout = layout;
+      spec.rows = 12;
+      spec.width = 40000;
+      spec.pitch = layout == Layout::kPitched ? 40003 : 0;  // unaligned row starts
+      spec.k = k;
+      spec.seed = 7 + k;
+      spec.padding = std::numeric_limits<float>::quiet_NaN();
+      Check(*sel, testing::Generate(spec), k, {}, "edges nan-padding k=" + std::to_string(k));
+      spec.padding = 1e9f;
+      SelectOptions sorted;
+      sorted.sorted = true;
+      Check(*sel, testing::Generate(spec), k, sorted, "edges sorted k=" + std::to_string(k));
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kBf16Ties, Distribution::kNormal,
+                         Distribution::kFp8Ties}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.lengths = LengthPattern::kCausalTerminal;
+    spec.rows = 40;
+    spec.width = 300000;
+    spec.seed = 99;
+    const ScoreMatrix m = testing::Generate(spec);
+    for (int mode = 0; mode < 4; ++mode) {
+      SelectOptions o;
+      o.sorted = mode & 1;
+      o.deterministic = mode & 2;
+      Check(*sel, m, 2048, o,
+            std::string(testing::DistributionName(d)) + " mode " + std::to_string(mode));
+      if (HasFatalFailure()) return;
+    }
+    if (d == Distribution::kIndexer) {
+      EXPECT_EQ(last_stats_.sampled, 40) << "wide indexer rows should use the view";
+    }
+  }
+}
+
+TEST_F(CudaSelectorTest, DeterministicIsBitIdenticalAcrossRunsAndRoutes) {
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kFp8Ties;
+  spec.rows = 24;
+  spec.width = 100000;
+  spec.lengths = LengthPattern::kRandom;
+  const ScoreMatrix m = testing::Generate(spec);
+  SelectOptions o;
+  o.deterministic = true;
+  auto sampled = Make();
+  CudaSelectorConfig off;
+  off.enable_sampling = false;
+  auto exact = Make(off);
+  ASSERT_TRUE(sampled && exact);
+  std::vector<int32_t> a, b, c;
+  std::vector<RowStatus> sa, sb, sc;
+  RunOn(*sampled, m, 2048, o, &a, &sa);
+  RunOn(*sampled, m, 2048, o, &b, &sb);
+  RunOn(*exact, m, 2048, o, &c, &sc);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(a, c);
+}
+
+// The paper's one-float view (run 1) on stride-periodic rows: the view sees a
+// biased sample, so rows must go through the band or exact recovery.
+TEST_F(CudaSelectorTest, StridePeriodicRowsRescueAndRecover) {
+  for (int run : {1, 8}) {
+    CudaSelectorConfig c;
+    c.sample_run = run;
+    auto sel = Make(c);
+    ASSERT_NE(sel, nullptr);
+    GeneratorSpec spec;
+    spec.distribution = Distribution::kStridePeriodic;
+    spec.rows = 64;
+    spec.width = 200000;
+    spec.sample_stride = 64;
+    const ScoreMatrix m = testing::Generate(spec);
+    Check(*sel, m, 2048, {}, "stride periodic run " + std::to_string(run));
+    std::printf("run %d: sampled %lld certified %lld band %lld exact %lld rescans %lld\n", run,
+                static_cast<long long>(last_stats_.sampled),
+                static_cast<long long>(last_stats_.certified),
+                static_cast<long long>(last_stats_.band_rescued),
+                static_cast<long long>(last_stats_.exact_recovery),
+                static_cast<long long>(last_stats_.rescans));
+  }
+}
+
+// Constant, all -inf and one-bin rows of 1M: the frontier exceeds every store
+// and refinement re-scans the row.
+TEST_F(CudaSelectorTest, DegenerateLongRowsRescan) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d :
+       {Distribution::kConstant, Distribution::kAllMinusInf, Distribution::kOneBinCluster}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.rows = 3;
+    spec.width = 1 << 20;
+    const ScoreMatrix m = testing::Generate(spec);
+    SelectOptions o;
+    o.deterministic = true;
+    Check(*sel, m, 2048, o, std::string(testing::DistributionName(d)));
+    Check(*sel, m, 4096, {}, std::string(testing::DistributionName(d)) + " nondet");
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_F(CudaSelectorTest, NanRowsAndBadLengths) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  GeneratorSpec spec;
+  spec.rows = 6;
+  spec.width = 50000;
+  ScoreMatrix m = testing::Generate(spec);
+  m.scores[1 * m.pitch + 100] = std::numeric_limits<float>::quiet_NaN();  // row 1: sampled row
+  m.lengths[2] = 1000;
+  m.scores[2 * m.pitch + 999] = std::numeric_limits<float>::quiet_NaN();    // row 2: L <= K
+  m.scores[3 * m.pitch + 49999] = std::numeric_limits<float>::quiet_NaN();  // row 3: last
+  m.lengths[4] = 50001;                                                     // > width
+  m.lengths[5] = -3;
+  std::vector<int32_t> out;
+  std::vector<RowStatus> status;
+  RunOn(*sel, m, 2048, {}, &out, &status);
+  EXPECT_EQ(status[0], RowStatus::kOk);
+  EXPECT_EQ(status[1], RowStatus::kNan);
+  EXPECT_EQ(status[2], RowStatus::kNan);
+  EXPECT_EQ(status[3], RowStatus::kNan);
+  EXPECT_EQ(status[4], RowStatus::kBadLength);
+  EXPECT_EQ(status[5], RowStatus::kBadLength);
+  for (int r = 1; r < 6; ++r) {
+    for (int i = 0; i < 2048; ++i) ASSERT_EQ(out[r * 2048 + i], -1) << "row " << r;
+  }
+}
+
+// One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1, cap}
+// and changed lengths and buffers; rows beyond live M stay untouched.
+TEST_F(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  const int32_t k = 512;
+  const int64_t grid =
+      int64_t{sel->device_info().sm_count} * sel->device_info().persistent_ctas_per_sm;
+  const int64_t cap = grid + 40;
+  auto plan = sel->MakePlan(ProblemShape{k, cap, 20000, Layout::kPitched}, {});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->grid, grid);
+  auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+  ASSERT_TRUE(ws.ok());
+  ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
+  auto stream = cuda::Stream::Create();
+  ASSERT_TRUE(stream.ok());
+  RunContext ctx{ws->get(), ws->bytes(), stream->get()};
+  auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  int seed = 0;
+  for (int64_t live : {int64_t{0}, int64_t{1}, grid - 1, grid, grid + 1, cap}) {
+    GeneratorSpec spec;
+    spec.rows = cap;
+    spec.width = 20000;
+    spec.lengths = LengthPattern::kRandom;
+    spec.seed = ++seed;
+    const ScoreMatrix m = testing::Generate(spec);
+    auto dm = Upload(m);
+    ASSERT_TRUE(dm.ok());
+    RowBatch b = dm->batch;
+    b.num_rows = live;
+    auto dout = DeviceBuffer<int32_t>::Allocate(cap * k);
+    ASSERT_TRUE(dout.ok());
+    ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
+    ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
+    ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
+    std::vector<int32_t> out(cap * k);
+    ASSERT_CUDA(cudaMemcpy(out.data(), dout->get(), out.size() * 4, cudaMemcpyDeviceToHost));
+    RowBatch hb = m.batch();
+    hb.num_rows = live;
+    ASSERT_OK(testing::VerifySelection(hb, k, {}, out.data()));
+    for (int64_t i = live * k; i < cap * k; ++i) {
+      ASSERT_EQ(out[i], 0x7F7F7F7F) << "live M " << live << ": wrote beyond the live rows";
+    }
+    auto counters = sel->ReadCounters(ctx);
+    ASSERT_TRUE(counters.ok());
+    EXPECT_EQ(counters->first, 0u);
+    EXPECT_EQ(counters->second, 0u);
+  }
+}
+
+TEST_F(CudaSelectorTest, CAbi) {
+  topk_plan* plan = nullptr;
+  ASSERT_EQ(topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan), TOPK_OK)
+      << topk_last_error();
+  EXPECT_NE(std::string(topk_plan_explain(plan)).find("persistent-sampled"), std::string::npos);
+  GeneratorSpec spec;
+  spec.rows = 4;
+  spec.width = 70000;
+  const ScoreMatrix m = testing::Generate(spec);
+  auto dm = Upload(m);
+  ASSERT_TRUE(dm.ok());
+  auto ws = DeviceBuffer<uint8_t>::Allocate(topk_plan_workspace_bytes(plan));
+  auto dout = DeviceBuffer<int32_t>::Allocate(4 * 64);
+  ASSERT_TRUE(ws.ok() && dout.ok());
+  ASSERT_EQ(topk_select(plan, dm->scores.get(), m.pitch, nullptr, dm->lengths.get(), 4, 70000,
+                        dout->get(), nullptr, ws->get(), ws->bytes(), nullptr),
+            TOPK_OK)
+      << topk_last_error();
+  ASSERT_CUDA(cudaDeviceSynchronize());
+  std::vector<int32_t> out(4 * 64);
+  ASSERT_CUDA(cudaMemcpy(out.data(), dout->get(), out.size() * 4, cudaMemcpyDeviceToHost));
+  SelectOptions sorted;
+  sorted.sorted = true;
+  ASSERT_OK(testing::VerifySelection(m.batch(), 64, sorted, out.data()));
+  EXPECT_EQ(topk_select(plan, dm->scores.get(), m.pitch, nullptr, dm->lengths.get(), 5, 70000,
+                        dout->get(), nullptr, ws->get(), ws->bytes(), nullptr),
+            TOPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(topk_last_error()).find("max_rows"), std::string::npos);
+  topk_plan_destroy(plan);
+}
+
+// Small configuration for compute-sanitizer (memcheck, racecheck).
+TEST_F(CudaSelectorTest, SanitizerSmall) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kConstant}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.rows = 3;
+    spec.width = 40000;
+    spec.lengths = LengthPattern::kRandom;
+    SelectOptions o;
+    o.deterministic = true;
+    o.sorted = true;
+    Check(*sel, testing::Generate(spec), 256, o, "sanitizer");
+  }
+}
+
+}  // namespace
+}  // namespace topk
