@@ -30,6 +30,11 @@ struct ChosenDevices {
 
 absl::StatusOr<ChosenDevices> ChooseDevices(const EngineOptions& options) {
   ChosenDevices chosen;
+  if (options.device_factory) {
+    chosen.devices.push_back(options.device_factory());
+    chosen.reason = "injected device";
+    return chosen;
+  }
   if (options.backend != "auto" && options.backend != "cuda" && options.backend != "cpu") {
     return absl::InvalidArgumentError(
         absl::StrCat("--backend=", options.backend, ": expected auto, cuda or cpu"));

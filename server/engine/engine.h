@@ -2,6 +2,7 @@
 // workers. Everything is allocated by Create; Submit never allocates.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct EngineOptions {
   std::vector<int> cuda_devices;  // ordinals; empty: every visible device
   int queue_depth = 64;           // per device
   EngineLimits limits;
+  // Tests inject a backend here (fault injection); when set it replaces the
+  // --backend choice and serves as the one device.
+  std::function<std::unique_ptr<Device>()> device_factory;
 };
 
 struct EngineDevice {
