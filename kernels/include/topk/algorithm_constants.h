@@ -22,11 +22,11 @@ inline constexpr double kRescueMargin = 1.75;
 inline constexpr int64_t kPhaseMultiplier = 37;
 
 // CPU: rows shorter than this skip the proposal and take exact coarse
-// recovery directly. Measured (bench/NOTES.md, CPU section): on the CPU the
-// sampled route already wins 1.4-2x at N = 2048..4096 for K = 64..2048, so
-// the real gate is the usable-view test (view >= q1); this only keeps tiny
-// rows off the proposal's fixed costs. The GPU picks its own crossover.
-inline constexpr int64_t kMinSampledWidth = 2048;
+// recovery directly. Measured (bench/NOTES.md, CPU section): with the F16C
+// coarse histogram the two routes tie at N = 2048 and the sampled one wins
+// from 4096 on for K = 64..2048; the usable-view test (view >= q1) gates the
+// rest. The GPU picks its own crossover.
+inline constexpr int64_t kMinSampledWidth = 4096;
 
 // q = ceil(margin * K / s), in integers: margins are multiples of 1/4.
 TOPK_HD int64_t SampleQuota(int32_t k, int32_t stride, double margin) {

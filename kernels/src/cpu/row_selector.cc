@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #endif
 
+#include "coarse_histogram.h"
 #include "topk/algorithm_constants.h"
 
 namespace topk::cpu {
@@ -137,14 +138,14 @@ void Refine(const float* x, int32_t* frontier, int64_t n, int64_t quota, int32_t
 }
 
 // Exact coarse recovery: histogram the coarse bins of the whole row, commit
-// every bin before tau*, refine tau*'s bin. Returns false on a NaN (its bins,
-// 15 and 2032, lie outside the non-NaN range [31, 2016], so the histogram
-// detects it without another pass).
+// every bin before tau*, refine tau*'s bin. Returns false on a NaN (counted in
+// bin 15, outside the non-NaN range [31, 2016], so the histogram detects it
+// without another pass).
 bool ExactRecovery(const float* x, int32_t length, int32_t k, Emitter& emit, RowScratch& scratch) {
   uint32_t* histogram = scratch.histogram.data();
   std::fill(histogram, histogram + kCoarseBins, 0u);
-  for (int32_t i = 0; i < length; ++i) ++histogram[Coarse(x[i])];
-  if (histogram[15] != 0 || histogram[2032] != 0) return false;
+  AddCoarseHistogram(x, length, histogram);
+  if (histogram[15] != 0) return false;
   int64_t below;
   const uint32_t tau = BinReaching(histogram, kCoarseBins, k, &below);
   // x >= CoarseCutoff(b) <=> coarse(x) <= b: compare raw floats only.
