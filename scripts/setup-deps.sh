@@ -7,6 +7,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
+  prometheus-cpp-dev python3-grpcio python3-numpy python3-protobuf
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -21,6 +21,7 @@ ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enab
 ABSL_FLAG(std::string, tls_key, "", "PEM private key; with --tls_cert enables TLS");
 ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA when a GPU is usable)");
 ABSL_FLAG(std::string, cuda_devices, "", "comma-separated CUDA ordinals to serve (default all)");
+ABSL_FLAG(bool, cuda_graphs, true, "replay one captured CUDA graph per plan bucket");
 ABSL_FLAG(int, workers, 0, "persistent workers per device (0: 2 on the CPU, 4 per GPU)");
 ABSL_FLAG(int, cpu_threads, 0, "selector threads per CPU worker (0: hardware threads / workers)");
 ABSL_FLAG(int, queue_depth, 64, "requests waiting per device before RESOURCE_EXHAUSTED");
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
   options.engine.backend = absl::GetFlag(FLAGS_backend);
   options.engine.cuda_devices = *ordinals;
+  options.engine.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   options.engine.workers = absl::GetFlag(FLAGS_workers);
   options.engine.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);

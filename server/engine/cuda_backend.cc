@@ -1,12 +1,16 @@
 #include "server/engine/cuda_backend.h"
 
+#include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 #if TOPK_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
+#include "server/engine/plan_cache.h"
 #include "topk/cuda_selector.h"
 #endif
 
@@ -18,7 +22,7 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
   return absl::UnimplementedError("the server was built without CUDA");
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal) {
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/) {
   return absl::UnimplementedError(
       absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
 }
@@ -73,11 +77,14 @@ class CudaWorker final : public WorkerBackend {
     return selector_->MakePlan(shape, options);
   }
 
-  static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal,
+  static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal, bool use_graphs,
                                                             const EngineLimits& limits) {
     TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal), "cudaSetDevice");
-    auto worker = std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, limits));
-    worker->selector_ = std::make_unique<CudaSelector>(CudaSelectorConfig{.device = ordinal});
+    auto worker = absl::WrapUnique(new CudaWorker(ordinal, use_graphs, limits));
+    absl::StatusOr<std::unique_ptr<CudaSelector>> selector =
+        CudaSelector::Create(CudaSelectorConfig{.device = ordinal});
+    if (!selector.ok()) return selector.status();
+    worker->selector_ = *std::move(selector);
     absl::StatusOr<size_t> workspace = MaxWorkspaceBytes(*worker->selector_, limits);
     if (!workspace.ok()) return workspace.status();
     worker->workspace_bytes_ = *workspace;
@@ -148,7 +155,10 @@ class CudaWorker final : public WorkerBackend {
                          .row_status = static_cast<RowStatus*>(d_status_.get())};
     const RunContext context{
         .workspace = d_workspace_.get(), .workspace_bytes = workspace_bytes_, .stream = stream};
-    if (absl::Status s = selector_->Run(plan, batch, out, context); !s.ok()) {
+    CudaGraphRunner* graph = GraphFor(plan, context);
+    absl::Status s = graph != nullptr ? graph->Replay(batch, out, stream)
+                                      : selector_->Run(plan, batch, out, context);
+    if (!s.ok()) {
       // A launch failure leaves the stream in an unknown state: sticky.
       if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
         return CudaError(e, absl::StrCat("select: ", s.message()));
@@ -170,9 +180,34 @@ class CudaWorker final : public WorkerBackend {
   }
 
  private:
-  CudaWorker(int ordinal, const EngineLimits& limits) : ordinal_(ordinal), limits_(limits) {}
+  CudaWorker(int ordinal, bool use_graphs, const EngineLimits& limits)
+      : ordinal_(ordinal), use_graphs_(use_graphs), limits_(limits) {}
+
+  // The captured graph of the plan's bucket, captured on first use (the one
+  // allocation a bucket costs; the engine's plan buckets bound how many).
+  // nullptr: run the selector directly (graphs off, or capture failed).
+  CudaGraphRunner* GraphFor(const Plan& plan, const RunContext& context) {
+    if (!use_graphs_) return nullptr;
+    const PlanKey key{.k = plan.shape.k,
+                      .max_rows = plan.shape.max_rows,
+                      .max_width = plan.shape.max_width,
+                      .sorted = plan.options.sorted,
+                      .deterministic = plan.options.deterministic};
+    if (auto it = graphs_.find(key); it != graphs_.end()) return it->second.get();
+    absl::StatusOr<std::unique_ptr<CudaGraphRunner>> graph =
+        CudaGraphRunner::Create(*selector_, plan, context);
+    if (!graph.ok()) {
+      spdlog::warn("CUDA graph capture failed for k={} rows={} width={}: {}; running uncaptured",
+                   key.k, key.max_rows, key.max_width, graph.status().ToString());
+      graphs_.emplace(key, nullptr);
+      return nullptr;
+    }
+    return graphs_.emplace(key, *std::move(graph)).first->second.get();
+  }
 
   int ordinal_;
+  bool use_graphs_;
+  absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;
   EngineLimits limits_;
   std::unique_ptr<CudaSelector> selector_;
   size_t workspace_bytes_ = 0;
@@ -183,20 +218,22 @@ class CudaWorker final : public WorkerBackend {
 
 class CudaDevice final : public Device {
  public:
-  explicit CudaDevice(int ordinal, DeviceDescription description)
-      : ordinal_(ordinal), description_(std::move(description)) {}
+  CudaDevice(int ordinal, bool use_graphs, DeviceDescription description)
+      : ordinal_(ordinal), use_graphs_(use_graphs), description_(std::move(description)) {}
 
   std::string backend_name() const override { return "cuda"; }
   DeviceDescription description() const override { return description_; }
 
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(const EngineLimits& limits) override {
-    absl::StatusOr<std::unique_ptr<CudaWorker>> worker = CudaWorker::Create(ordinal_, limits);
+    absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
+        CudaWorker::Create(ordinal_, use_graphs_, limits);
     if (!worker.ok()) return worker.status();
     return std::unique_ptr<WorkerBackend>(*std::move(worker));
   }
 
  private:
   int ordinal_;
+  bool use_graphs_;
   DeviceDescription description_;
 };
 
@@ -225,14 +262,15 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
   return usable;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal) {
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs) {
   cudaDeviceProp prop{};
   TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
   DeviceDescription description{.ordinal = ordinal,
                                 .name = prop.name,
                                 .uuid = UuidString(prop.uuid),
                                 .memory_bytes = static_cast<int64_t>(prop.totalGlobalMem)};
-  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(ordinal, std::move(description)));
+  return std::unique_ptr<Device>(
+      std::make_unique<CudaDevice>(ordinal, use_graphs, std::move(description)));
 }
 
 #endif  // TOPK_HAVE_CUDA

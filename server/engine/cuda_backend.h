@@ -16,7 +16,8 @@ namespace topk::server {
 // when the server was built without CUDA).
 absl::StatusOr<std::vector<int>> UsableCudaDevices();
 
-// A Device for CUDA ordinal `ordinal`.
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal);
+// A Device for CUDA ordinal `ordinal`. With `use_graphs` each worker replays
+// one captured CUDA graph per plan bucket instead of launching kernels.
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs);
 
 }  // namespace topk::server

@@ -57,7 +57,7 @@ absl::StatusOr<ChosenDevices> ChooseDevices(const EngineOptions& options) {
     }
     if (!ordinals.empty()) {
       for (int d : ordinals) {
-        absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice(d);
+        absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice(d, options.cuda_graphs);
         if (!device.ok()) return device.status();
         chosen.devices.push_back(*std::move(device));
       }

@@ -22,6 +22,7 @@ struct EngineOptions {
   int workers = 0;                // per device; 0: 2 on the CPU, 4 per GPU
   int cpu_threads = 0;            // per CPU worker; 0: hardware threads / workers
   std::vector<int> cuda_devices;  // ordinals; empty: every visible device
+  bool cuda_graphs = true;        // replay captured graphs per plan bucket
   int queue_depth = 64;           // per device
   EngineLimits limits;
   // Tests inject a backend here (fault injection); when set it replaces the

@@ -1,0 +1,161 @@
+// topk-cli: one-off calls against a topk-server.
+//   topk-cli select --target=H:P --k=2048 --rows=64 --width=131072 [--input=F] [--save=F]
+//   topk-cli replay --target=H:P --input=F --k=2048 --repeat=10
+//   topk-cli info | stats | health --target=H:P
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "packed_rows.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "server host:port");
+ABSL_FLAG(bool, tls, false, "use TLS (system roots unless --tls_roots)");
+ABSL_FLAG(std::string, tls_roots, "", "PEM file of root certificates");
+ABSL_FLAG(int, k, 2048, "K");
+ABSL_FLAG(std::string, input, "", "TOPKROWS file to send (select, replay)");
+ABSL_FLAG(std::string, save, "", "select: also save the sent rows to this TOPKROWS file");
+ABSL_FLAG(std::string, output, "", "write the indices (int32 LE, rows x k) to this file");
+ABSL_FLAG(std::string, distribution, "indexer", "generated rows: distribution");
+ABSL_FLAG(std::string, lengths, "causal", "generated rows: full | causal | random | edges");
+ABSL_FLAG(int64_t, rows, 64, "generated rows: M");
+ABSL_FLAG(int64_t, width, 131072, "generated rows: N (largest length)");
+ABSL_FLAG(uint64_t, seed, 1, "generated rows: seed");
+ABSL_FLAG(bool, sorted, false, "ask for sorted rows");
+ABSL_FLAG(bool, deterministic, false, "ask for deterministic ties");
+ABSL_FLAG(bool, return_values, false, "ask for the values too");
+ABSL_FLAG(bool, stream, false, "send with SelectStream (chunks)");
+ABSL_FLAG(int64_t, chunk_bytes, int64_t{4} << 20, "SelectStream chunk size");
+ABSL_FLAG(bool, verify, true, "check every answer with the exactness verifier");
+ABSL_FLAG(int, repeat, 1, "replay: how many times to send the rows");
+ABSL_FLAG(int, print_rows, 1, "print the first indices of this many rows");
+ABSL_FLAG(bool, prometheus, false, "stats: print the Prometheus text");
+
+namespace {
+
+using topk::client::Client;
+
+int Fail(const absl::Status& status) {
+  std::cerr << "topk-cli: " << status << "\n";
+  return 1;
+}
+
+absl::StatusOr<topk::tools::PackedRows> LoadOrGenerate() {
+  if (!absl::GetFlag(FLAGS_input).empty()) return topk::tools::Load(absl::GetFlag(FLAGS_input));
+  absl::StatusOr<topk::testing::Distribution> d =
+      topk::tools::ParseDistribution(absl::GetFlag(FLAGS_distribution));
+  if (!d.ok()) return d.status();
+  absl::StatusOr<topk::testing::LengthPattern> l =
+      topk::tools::ParseLengthPattern(absl::GetFlag(FLAGS_lengths));
+  if (!l.ok()) return l.status();
+  return topk::tools::Generate({.distribution = *d,
+                                .lengths = *l,
+                                .rows = absl::GetFlag(FLAGS_rows),
+                                .width = absl::GetFlag(FLAGS_width),
+                                .k = absl::GetFlag(FLAGS_k),
+                                .seed = absl::GetFlag(FLAGS_seed)});
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Connect() {
+  topk::client::ClientOptions options{.target = absl::GetFlag(FLAGS_target),
+                                      .tls = absl::GetFlag(FLAGS_tls)};
+  if (!absl::GetFlag(FLAGS_tls_roots).empty()) {
+    std::ifstream in(absl::GetFlag(FLAGS_tls_roots));
+    options.root_certs_pem.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  return Client::Connect(options);
+}
+
+int Select(Client& client, bool replay) {
+  absl::StatusOr<topk::tools::PackedRows> rows = LoadOrGenerate();
+  if (!rows.ok()) return Fail(rows.status());
+  if (!absl::GetFlag(FLAGS_save).empty()) {
+    if (absl::Status s = topk::tools::Save(*rows, absl::GetFlag(FLAGS_save)); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  const int32_t k = absl::GetFlag(FLAGS_k);
+  const topk::client::CallOptions options{.sorted = absl::GetFlag(FLAGS_sorted),
+                                          .deterministic = absl::GetFlag(FLAGS_deterministic),
+                                          .return_values = absl::GetFlag(FLAGS_return_values)};
+  const int repeat = replay ? std::max(1, absl::GetFlag(FLAGS_repeat)) : 1;
+  absl::PrintF("%d rows, %.2f MB of scores, k=%d%s\n", rows->lengths.size(), rows->bytes() / 1e6, k,
+               absl::GetFlag(FLAGS_stream) ? " (streamed)" : "");
+  absl::PrintF("%6s %12s %12s %12s %12s %8s\n", "call", "client_us", "server_us", "queue_us",
+               "device_us", "exact");
+  topk::client::SelectResult last;
+  for (int i = 0; i < repeat; ++i) {
+    absl::StatusOr<topk::client::SelectResult> result =
+        absl::GetFlag(FLAGS_stream)
+            ? client.SelectStreaming(k, rows->view(), options, absl::GetFlag(FLAGS_chunk_bytes))
+            : client.Select(k, rows->view(), options);
+    if (!result.ok()) return Fail(result.status());
+    std::string exact = "-";
+    if (absl::GetFlag(FLAGS_verify)) {
+      const absl::Status v = topk::tools::Verify(
+          *rows, k, {.sorted = options.sorted, .deterministic = options.deterministic}, *result);
+      if (!v.ok()) return Fail(v);
+      exact = "yes";
+    }
+    absl::PrintF("%6d %12d %12d %12d %12d %8s\n", i, result->client_us, result->server.total_us,
+                 result->server.queue_us, result->server.device_us, exact);
+    last = *std::move(result);
+  }
+  for (int r = 0; r < std::min<int64_t>(absl::GetFlag(FLAGS_print_rows), last.num_rows); ++r) {
+    const auto first = last.indices.begin() + static_cast<int64_t>(r) * k;
+    absl::PrintF("row %d: [%s%s]\n", r, absl::StrJoin(first, first + std::min(k, 8), ", "),
+                 k > 8 ? ", ..." : "");
+  }
+  if (!absl::GetFlag(FLAGS_output).empty()) {
+    std::ofstream out(absl::GetFlag(FLAGS_output), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(last.indices.data()),
+              last.indices.size() * sizeof(int32_t));
+    if (!out) return Fail(absl::DataLossError("cannot write --output"));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "topk-cli select|replay|info|stats|health [--flags]: calls a topk-server");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) {
+    std::cerr << absl::ProgramUsageMessage() << "\n";
+    return 2;
+  }
+  const std::string command = args[1];
+  absl::StatusOr<std::unique_ptr<Client>> client = Connect();
+  if (!client.ok()) return Fail(client.status());
+  if (command == "select") return Select(**client, /*replay=*/false);
+  if (command == "replay") {
+    if (absl::GetFlag(FLAGS_input).empty()) return Fail(absl::InvalidArgumentError("--input"));
+    return Select(**client, /*replay=*/true);
+  }
+  if (command == "info") {
+    absl::StatusOr<topk::v1::ServerInfo> info = (*client)->GetServerInfo();
+    if (!info.ok()) return Fail(info.status());
+    std::cout << info->DebugString();
+    return 0;
+  }
+  if (command == "stats") {
+    absl::StatusOr<topk::v1::Stats> stats = (*client)->GetStats(absl::GetFlag(FLAGS_prometheus));
+    if (!stats.ok()) return Fail(stats.status());
+    std::cout << (absl::GetFlag(FLAGS_prometheus) ? stats->prometheus_text()
+                                                  : stats->DebugString());
+    return 0;
+  }
+  if (command == "health") {
+    absl::StatusOr<bool> serving = (*client)->IsServing();
+    if (!serving.ok()) return Fail(serving.status());
+    std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
+    return *serving ? 0 : 1;
+  }
+  std::cerr << "unknown command '" << command << "'\n" << absl::ProgramUsageMessage() << "\n";
+  return 2;
+}
