@@ -5,6 +5,7 @@
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
+//                       [--stride S] [--run R]   (sampled selector's view)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -138,6 +139,7 @@ struct Row {
   std::string route;
   double ours, floor, exact, scan;
   double band_rate, exact_rate, mean_cands;
+  double us_proposal, us_admit, us_refine, us_finalize;  // per row, one CTA's view
   long long bad;
   int copies, reps;
 };
@@ -149,7 +151,16 @@ int main(int argc, char** argv) {
   bool quick = false;
   int reps_override = 0;
   std::vector<std::pair<int64_t, int64_t>> shapes;
+  topk::CudaSelectorConfig cfg;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
+      cfg.sample_stride = std::atoi(argv[++i]);
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--run") && i + 1 < argc) {
+      cfg.sample_run = std::atoi(argv[++i]);
+      continue;
+    }
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) {
       csv_path = argv[++i];
     } else if (!std::strcmp(argv[i], "--quick")) {
@@ -179,7 +190,7 @@ int main(int argc, char** argv) {
     }
   }
   const int32_t k = 2048;
-  auto sampled = Must(topk::CudaSelector::Create({}));
+  auto sampled = Must(topk::CudaSelector::Create(cfg));
   topk::CudaSelectorConfig off_cfg;
   off_cfg.enable_sampling = false;
   auto exact = Must(topk::CudaSelector::Create(off_cfg));
@@ -187,6 +198,8 @@ int main(int argc, char** argv) {
   auto ev0 = Must(topk::cuda::Event::Create());
   auto ev1 = Must(topk::cuda::Event::Create());
   cudaStream_t st = stream.get();
+  int clock_khz = 1980000;
+  CHECK_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
 
   // Read bandwidth, same run: 4 GiB with 16-byte loads, median of 7.
   double bw;
@@ -235,7 +248,7 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaStreamSynchronize(st));
     const int reps = reps_override > 0 ? reps_override : (quick ? 5 : (bytes > 4e9 ? 15 : 40));
 
-    Row row{m, n, "", 0, bytes / bw * 1e3, 0, 0, 0, 0, 0, 0, copies, reps};
+    Row row{m, n, "", 0, bytes / bw * 1e3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, copies, reps};
     CHECK_CUDA(cudaMemsetAsync(bad_dev.get(), 0, 8, st));
     for (int variant = 0; variant < 2; ++variant) {
       topk::CudaSelector& sel = variant == 0 ? *sampled : *exact;
@@ -280,6 +293,11 @@ int main(int argc, char** argv) {
         row.band_rate = stats.band_rescued / sampled_rows;
         row.exact_rate = stats.exact_recovery / sampled_rows;
         row.mean_cands = static_cast<double>(stats.candidates) / std::max<int64_t>(stats.rows, 1);
+        const double per_row_us = 1e3 / clock_khz / std::max<int64_t>(stats.rows, 1);
+        row.us_proposal = stats.cycles_proposal * per_row_us;
+        row.us_admit = stats.cycles_admit * per_row_us;
+        row.us_refine = stats.cycles_refine * per_row_us;
+        row.us_finalize = stats.cycles_finalize * per_row_us;
       } else {
         row.exact = med;
       }
@@ -320,12 +338,16 @@ int main(int argc, char** argv) {
   }
   std::fprintf(f,
                "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
-               "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified\n");
+               "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
+               "us_refine,us_finalize\n");
   for (const Row& r : results) {
-    std::fprintf(f, "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s\n",
+    std::fprintf(f,
+                 "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
+                 "%.2f,%.2f,%.2f\n",
                  static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
                  r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
-                 r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep");
+                 r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
+                 r.us_proposal, r.us_admit, r.us_refine, r.us_finalize);
   }
   std::fclose(f);
   long long total_bad = 0;

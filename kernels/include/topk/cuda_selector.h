@@ -74,6 +74,11 @@ struct CudaRouteStats {
   int64_t exact_rows = 0;      // rows that took the exact route (any reason)
   int64_t candidates = 0;      // sum of certified candidate counts
   int64_t rescans = 0;         // refinement levels done by re-scanning the row
+  // SM clock cycles summed over rows (one thread's view between barriers).
+  int64_t cycles_proposal = 0;  // view histogram, boundaries, cutoffs
+  int64_t cycles_admit = 0;     // certification pass(es), band, exact recovery
+  int64_t cycles_refine = 0;
+  int64_t cycles_finalize = 0;
 };
 
 class CudaSelector final : public Selector {

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernel_args.h"
+#include "topk/keys.h"
 
 namespace topk::cuda {
 
@@ -73,6 +74,41 @@ __device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins
   }
   __syncthreads();
   return Boundary{s.bin, s.below, s.in_bin, s.total};
+}
+
+// Warp-aggregated slot reservation: every lane calls it; lanes with pred get
+// consecutive slots of *counter (one shared atomic per warp).
+__device__ __forceinline__ uint32_t WarpReserve(bool pred, uint32_t* counter) {
+  const unsigned mask = __ballot_sync(kFullMask, pred);
+  if (mask == 0u) return 0u;
+  const int lane = threadIdx.x & 31;
+  const int leader = __ffs(mask) - 1;
+  uint32_t base = 0;
+  if (lane == leader) base = atomicAdd(counter, static_cast<uint32_t>(__popc(mask)));
+  base = __shfl_sync(kFullMask, base, leader);
+  return base + __popc(mask & ((1u << lane) - 1u));
+}
+
+// CoarseCutoff(b) computed by one warp: a radix-32 search over descending
+// keys (7 rounds of 32 probes instead of 32 dependent bisection steps on one
+// thread). Same result: the largest key whose coarse bin is <= b.
+__device__ __forceinline__ float WarpCoarseCutoff(uint32_t b) {
+  if (b < kCoarseOfPlusInf) return BitsToFloat(0x7FC00000u);
+  if (b >= kCoarseOfMinusInf) return BitsToFloat(0xFF800000u);
+  const int lane = threadIdx.x & 31;
+  uint32_t lo = kKeyOfPlusInf;   // coarse(value(lo)) <= b
+  uint32_t hi = kKeyOfMinusInf;  // coarse(value(hi)) > b
+  while (hi - lo > 1u) {
+    const uint32_t step = (hi - lo + 31u) / 32u;
+    const uint32_t probe = lo + (lane + 1) * step;  // may pass hi: treated as false
+    const bool in = probe < hi && Coarse(BitsToFloat(BitsOfDescendingKey(probe))) <= b;
+    const uint32_t n = __popc(__ballot_sync(kFullMask, in));
+    const uint32_t new_lo = lo + n * step;
+    const uint32_t cand_hi = lo + (n + 1) * step;
+    hi = cand_hi < hi ? cand_hi : hi;
+    lo = new_lo;
+  }
+  return BitsToFloat(BitsOfDescendingKey(lo));
 }
 
 // Ascending bitonic sort of n (a power of two) 64-bit keys, shared or global

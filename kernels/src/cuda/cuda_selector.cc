@@ -153,6 +153,10 @@ absl::StatusOr<CudaRouteStats> CudaSelector::ReadStats(const RunContext& context
   s.exact_rows = static_cast<int64_t>(v[5]);
   s.candidates = static_cast<int64_t>(v[6]);
   s.rescans = static_cast<int64_t>(v[7]);
+  s.cycles_proposal = static_cast<int64_t>(v[8]);
+  s.cycles_admit = static_cast<int64_t>(v[9]);
+  s.cycles_refine = static_cast<int64_t>(v[10]);
+  s.cycles_finalize = static_cast<int64_t>(v[11]);
   return s;
 }
 
@@ -232,7 +236,10 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
   TOPK_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(impl->stream, cudaStreamCaptureModeThreadLocal));
   cudaError_t e = cudaMemcpyAsync(dev_args, impl->pinned, sizeof(cuda::DeviceArgs),
                                   cudaMemcpyHostToDevice, impl->stream);
-  if (e == cudaSuccess) e = cudaEventRecord(impl->copied, impl->stream);
+  // External: a real event-record node the host can wait on after replays.
+  if (e == cudaSuccess) {
+    e = cudaEventRecordWithFlags(impl->copied, impl->stream, cudaEventRecordExternal);
+  }
   if (e == cudaSuccess) {
     e = cuda::LaunchPersistent(cuda::DeviceArgs{}, dev_args, params, plan.grid, impl->stream);
   }

@@ -45,7 +45,7 @@ inline constexpr int64_t kHeaderBytes = 1024;
 inline constexpr int64_t kCountersOffset = 0;
 inline constexpr int64_t kStatsOffset = 64;
 inline constexpr int64_t kArgsOffset = 256;
-inline constexpr int kNumStats = 8;
+inline constexpr int kNumStats = 12;  // 8 route counters, 4 phase cycle sums
 
 // Shared-memory capacities of the persistent kernel (entries).
 inline constexpr int kThreads = 512;

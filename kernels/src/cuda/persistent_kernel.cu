@@ -19,7 +19,11 @@ enum Stat {
   kExactRecovery,
   kExactRows,
   kCands,
-  kRescans
+  kRescans,
+  kCyclesProposal,  // view histogram, boundaries, cutoffs
+  kCyclesAdmit,     // certification pass(es), band, exact recovery
+  kCyclesRefine,
+  kCyclesFinalize,
 };
 
 __device__ __forceinline__ void AddStat(const KernelParams& p, Stat s, unsigned long long v) {
@@ -45,7 +49,10 @@ __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __res
   CoarseHistPass(row, L, s.hist, &s.nan);
   const Boundary bd = FindBoundary(s.hist, kCoarseBins, k, s.scratch);
   if (s.nan) return 0.f;
-  if (threadIdx.x == 0) s.t0 = CoarseCutoff(bd.bin);
+  if (threadIdx.x < 32) {
+    const float t = WarpCoarseCutoff(bd.bin);
+    if (threadIdx.x == 0) s.t0 = t;
+  }
   ClearHist(s);
   __syncthreads();
   const float cut = s.t0;
@@ -73,6 +80,15 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
   if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u;
   ClearHist(s);
   __syncthreads();
+  // Phase timers (tid 0's clock after each phase's closing barrier).
+  long long clock_mark = clock64();
+  auto lap = [&](Stat st) {
+    if (tid == 0) {
+      const long long now = clock64();
+      AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
+      clock_mark = now;
+    }
+  };
   uint32_t count;
   if (L <= k) {
     unsigned nan = 0;
@@ -94,13 +110,14 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
       const Boundary b0 = FindBoundary(s.hist, kCoarseBins, q0, s.scratch);
       const Boundary b1 = FindBoundary(s.hist, kCoarseBins, q1, s.scratch);
       if (b0.total >= q1) {
-        if (tid == 0) {
-          s.t0 = CoarseCutoff(b0.bin);
-          AddStat(p, kSampled, 1);
+        if (tid < 64) {
+          const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
+          if (tid == 0) s.t0 = t, AddStat(p, kSampled, 1);
+          if (tid == 32) s.t1 = t;
         }
-        if (tid == 32) s.t1 = CoarseCutoff(b1.bin);
         ClearHist(s);
         __syncthreads();
+        lap(kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
         AdmitPass<false>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan);
         __syncthreads();
@@ -127,6 +144,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
       if (tid == 0) AddStat(p, kExactRows, 1);
       cut = ExactCandidates(s, row, L, k, fa);
     }
+    lap(kCyclesAdmit);
     if (!s.nan) {
       const uint32_t C = s.count;
       const uint32_t rescans = Refine(s, row, L, cut, C, fa, fb, k, p.deterministic != 0,
@@ -139,6 +157,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     }
     __syncthreads();
     count = s.out_count;
+    lap(kCyclesRefine);
   }
   if (s.nan) {
     FillEmpty(out_row, k);
@@ -148,6 +167,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
   }
   __syncthreads();
+  lap(kCyclesFinalize);
 }
 
 __global__ void __launch_bounds__(kThreads, 2)

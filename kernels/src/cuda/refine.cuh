@@ -48,9 +48,8 @@ struct RefineOut {
 // indices. A level whose frontier did not fit its store re-scans the row with
 // the key-prefix filter. Returns the number of re-scanned levels.
 __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict__ row, uint32_t L,
-                                        float cut, uint32_t C, const Frontier& fa,
-                                        const Frontier& fb, uint32_t k, bool deterministic,
-                                        RefineOut ro) {
+                                        float cut, uint32_t C, const Frontier fa, const Frontier fb,
+                                        uint32_t k, bool deterministic, RefineOut ro) {
   const uint32_t tid = threadIdx.x;
   const int levels = deterministic ? 6 : 3;
   uint32_t quota = k;
@@ -58,51 +57,59 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
   uint32_t fcount = C;
   bool stored = C <= fa.capacity();
   uint32_t rescans = stored ? 0u : 1u;
-  const Frontier* cur = &fa;
-  const Frontier* nxt = &fb;
+  bool flip = false;  // false: current frontier in A, next in B
   for (int j = 0; j < levels; ++j) {
     const int nbins = 1 << LevelBits(j);
+    const Frontier cur = flip ? fb : fa;
+    const Frontier nxt = flip ? fa : fb;
     const Boundary bd = FindBoundary(s.hist, nbins, quota, s.scratch);
     const uint32_t b = bd.bin;
     const uint32_t kk = quota - bd.below;
     const bool take_all = bd.in_bin == kk;
     const bool last = j == levels - 1;
-    const bool store_next = !take_all && !last && bd.in_bin <= nxt->capacity();
+    const bool store_next = !take_all && !last && bd.in_bin <= nxt.capacity();
     for (uint32_t i = tid; i < kCoarseBins; i += kThreads) s.hist[i] = 0u;
     if (tid == 0) s.next_count = 0u, s.tie_count = 0u;
     __syncthreads();
-    auto classify = [&](uint32_t idx, uint32_t key) {
+    // Warp-uniform: every lane calls classify the same number of times, so
+    // commits, retained entries and tie tickets reserve slots per warp.
+    auto classify = [&](bool ok, uint32_t idx, uint32_t key) {
       const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
       const uint32_t d = LevelDigit(k64, j);
-      if (d < b || (d == b && take_all)) {
-        ro.out[atomicAdd(ro.out_count, 1u)] = idx;
-      } else if (d == b) {
-        if (!last) {
-          if (store_next) nxt->Put(atomicAdd(&s.next_count, 1u), idx, key);
-          atomicAdd(&s.hist[LevelDigit(k64, j + 1)], 1u);
-        } else if (atomicAdd(&s.tie_count, 1u) < kk) {
-          // Equal keys (non-deterministic mode): any kk of them.
-          ro.out[atomicAdd(ro.out_count, 1u)] = idx;
-        }
+      bool commit = ok && (d < b || (d == b && take_all));
+      const bool eq = ok && d == b && !take_all;
+      const bool keep = eq && !last;
+      const bool tie = eq && last;  // equal keys (non-deterministic): any kk
+      const uint32_t ticket = WarpReserve(tie, &s.tie_count);
+      if (tie && ticket < kk) commit = true;
+      const uint32_t slot = WarpReserve(commit, ro.out_count);
+      if (commit) ro.out[slot] = idx;
+      const uint32_t next = WarpReserve(keep && store_next, &s.next_count);
+      if (keep) {
+        if (store_next) nxt.Put(next, idx, key);
+        atomicAdd(&s.hist[LevelDigit(k64, j + 1)], 1u);
       }
     };
     if (stored) {
-      for (uint32_t pos = tid; pos < fcount; pos += kThreads) {
-        uint32_t idx, key;
-        cur->Get(pos, idx, key);
-        classify(idx, key);
+      for (uint32_t base = 0; base < fcount; base += kThreads) {
+        const uint32_t pos = base + tid;
+        const bool ok = pos < fcount;
+        uint32_t idx = 0, key = 0;
+        if (ok) cur.Get(pos, idx, key);
+        classify(ok, idx, key);
       }
     } else {
       const int above = LevelShift(j) + LevelBits(j);
       StreamRow<2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
         const unsigned m = AtLeastMask(v, cut) & valid;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          if ((m >> q) & 1u) {
+        if (__any_sync(kFullMask, m != 0u)) {
+#pragma unroll 1
+          for (int q = 0; q < 4; ++q) {
+            const bool in = (m >> q) & 1u;
             const uint32_t idx = idx0 + q;
             const uint32_t key = Key32(Lane(v, q));
             const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
-            if (j == 0 || (k64 >> above) == prefix) classify(idx, key);
+            classify(in && (j == 0 || (k64 >> above) == prefix), idx, key);
           }
         }
       });
@@ -114,9 +121,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
     fcount = bd.in_bin;
     stored = store_next;
     if (!stored) ++rescans;
-    const Frontier* t = cur;
-    cur = nxt;
-    nxt = t;
+    flip = !flip;
   }
   return rescans;
 }
