@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "server/process_tuning.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
@@ -43,6 +44,8 @@ ABSL_FLAG(absl::Duration, drain_deadline, absl::Seconds(10),
           "on SIGTERM/SIGINT: time in-flight requests get before they are cancelled");
 ABSL_FLAG(bool, enable_echo, false, "serve the Echo RPC (transport benchmark)");
 ABSL_FLAG(bool, enable_reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(bool, keep_heap, true,
+          "keep freed large buffers resident (no per-request page faults; RSS stays at peak)");
 ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
 
 namespace {
@@ -65,6 +68,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("topk-server: exact Top-K selection over gRPC (topk.v1.TopK)");
   absl::ParseCommandLine(argc, argv);
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  if (absl::GetFlag(FLAGS_keep_heap) && !topk::server::KeepLargeBuffersResident()) {
+    spdlog::warn("--keep_heap: the allocator refused; large requests will page-fault");
+  }
 
   // Block the shutdown signals before any thread starts, so every thread
   // inherits the mask and only sigwait below receives them.

@@ -12,8 +12,15 @@ namespace {
 
 class CpuWorker final : public WorkerBackend {
  public:
-  CpuWorker(int threads, size_t workspace_bytes)
-      : selector_(CpuSelectorConfig{.threads = threads}), workspace_(workspace_bytes) {}
+  explicit CpuWorker(int threads) : selector_(CpuSelectorConfig{.threads = threads}) {}
+
+  // The workspace depends on the selector's thread count: probe this one.
+  absl::Status Allocate(const EngineLimits& limits) {
+    absl::StatusOr<size_t> bytes = MaxWorkspaceBytes(selector_, limits);
+    if (!bytes.ok()) return bytes.status();
+    workspace_.resize(*bytes);
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
                                 const SelectOptions& options) const override {
@@ -58,10 +65,9 @@ class CpuDevice final : public Device {
   }
 
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(const EngineLimits& limits) override {
-    CpuSelector probe_selector(CpuSelectorConfig{.threads = 1});
-    absl::StatusOr<size_t> workspace = MaxWorkspaceBytes(probe_selector, limits);
-    if (!workspace.ok()) return workspace.status();
-    return std::make_unique<CpuWorker>(threads_, *workspace);
+    auto worker = std::make_unique<CpuWorker>(threads_);
+    if (absl::Status s = worker->Allocate(limits); !s.ok()) return s;
+    return worker;
   }
 
  private:

@@ -1,0 +1,14 @@
+// Process-wide settings for serving large messages.
+#pragma once
+
+namespace topk::server {
+
+// Keeps freed large buffers in the heap instead of returning them to the OS.
+// A 64 x 128K request is 32 MiB; glibc serves every allocation above 32 MiB
+// (its largest mmap threshold) with a fresh mmap, so each request would pay
+// ~8K page faults for its protobuf bytes field alone. With mmap off and a
+// high trim threshold, memory reaches its high-water mark once and is reused.
+// Cost: RSS stays at that mark. Returns false if glibc refused.
+bool KeepLargeBuffersResident();
+
+}  // namespace topk::server
