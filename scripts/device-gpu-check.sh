@@ -44,13 +44,17 @@ else
 fi
 timeout 420 "$bin/topk-bench-gpu" --csv "$OUT/ours.csv" "${bench_args[@]}" >"$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-# View variants on a few shapes (stdout only): the paper's one-float view and stride 128.
-variant_shapes=512:131072,4096:262144,2048:1048576
-for v in "--run 1" "--stride 128"; do
+# Variants on a few shapes (stdout only): L2 prefetch off (A/B of the default).
+variant_shapes=512:131072,4096:131072,512:262144,4096:262144,1024:524288,2048:1048576,8:1048576
+for v in "--no-prefetch"; do
   echo "== variant $v" >>"$OUT/bench.log"
   timeout 120 "$bin/topk-bench-gpu" --csv /tmp/variant.csv --shapes "$variant_shapes" --reps 10 \
     $v 2>&1 | grep -v "^#" >>"$OUT/bench.log"
 done
+# Short-row crossover: sampled vs exact route (the "exact" column) at N 16K..64K.
+echo "== crossover" >>"$OUT/bench.log"
+timeout 120 "$bin/topk-bench-gpu" --csv /tmp/crossover.csv --reps 10 \
+  --shapes 2048:16384,2048:32768,2048:65536,512:16384,512:65536 2>&1 | grep -v "^#" >>"$OUT/bench.log"
 timeout 300 python3 bench/gpu/torch_baseline.py --csv "$OUT/torch.csv" "${torch_args[@]}" \
   >>"$OUT/bench.log" 2>&1
 echo "torch rc=$?"

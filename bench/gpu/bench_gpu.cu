@@ -5,7 +5,7 @@
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
-//                       [--stride S] [--run R]   (sampled selector's view)
+//                       [--stride S] [--run R] [--no-prefetch]   (sampled selector's options)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -155,6 +155,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
       cfg.sample_stride = std::atoi(argv[++i]);
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--no-prefetch")) {
+      cfg.l2_prefetch = false;
       continue;
     }
     if (!std::strcmp(argv[i], "--run") && i + 1 < argc) {

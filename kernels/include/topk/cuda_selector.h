@@ -42,6 +42,10 @@ struct CudaSelectorConfig {
   // Rows shorter than this take the exact route inside the sampled kernel;
   // 0: the planner's default (kCudaMinSampledLength).
   int64_t min_sampled_length = 0;
+  // Bulk-prefetch (cp.async.bulk.prefetch.L2) the certification pass's next
+  // chunks and each sampled row's head, to keep more bytes in flight than the
+  // registers hold and to overlap the proposal with the row's first DRAM reads.
+  bool l2_prefetch = true;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };

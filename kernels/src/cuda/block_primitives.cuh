@@ -111,6 +111,21 @@ __device__ __forceinline__ float WarpCoarseCutoff(uint32_t b) {
   return BitsToFloat(BitsOfDescendingKey(lo));
 }
 
+// Hopper bulk L2 prefetch (no registers, no completion to wait for):
+// p 16-byte aligned, bytes a multiple of 16, the range inside the row.
+__device__ __forceinline__ void PrefetchL2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)),
+               "r"(bytes)
+               : "memory");
+#endif
+}
+
+// Chunks of the row's 16-byte body the streaming loop keeps prefetched ahead
+// of its loads (each chunk is one loop step: kThreads * kUnroll float4). The
+// first kPrefetchChunks are prefetched when the row starts (PrefetchRowHead).
+inline constexpr uint32_t kPrefetchChunks = 2;
+
 // Ascending bitonic sort of n (a power of two) 64-bit keys, shared or global
 // memory. Callers synchronise before; synchronises after.
 __device__ __forceinline__ void BlockBitonicSort(uint64_t* a, uint32_t n) {
@@ -138,7 +153,8 @@ __device__ __forceinline__ void BlockBitonicSort(uint64_t* a, uint32_t n) {
 // unsigned valid_lanes_mask) is called warp-uniformly (every lane of a warp
 // calls it the same number of times), so f may use warp votes.
 template <int kUnroll, typename F>
-__device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_t L, F&& f) {
+__device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_t L, F&& f,
+                                          bool prefetch = false) {
   const uint32_t tid = threadIdx.x;
   const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row) >> 2) & 3u;
   const uint32_t head = min(L, (4u - mis) & 3u);
@@ -147,6 +163,11 @@ __device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_
   constexpr uint32_t kStep = kThreads * kUnroll;
   const uint32_t full_end = n4 / kStep * kStep;
   for (uint32_t base = 0; base < full_end; base += kStep) {
+    // More bytes in flight than the registers hold: the chunk kPrefetchChunks
+    // steps ahead goes to L2 now (a few microseconds before its loads).
+    if (prefetch && threadIdx.x == 0 && base + (kPrefetchChunks + 1) * kStep <= full_end) {
+      PrefetchL2(body + base + kPrefetchChunks * kStep, kStep * 16u);
+    }
     float4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kThreads + tid);
@@ -167,6 +188,17 @@ __device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_
     const float x = ok ? __ldcg(row + i) : 0.f;
     f(make_float4(x, 0.f, 0.f, 0.f), i, ok ? 1u : 0u);
   }
+}
+
+// Prefetches the first kPrefetchChunks steps (kUnroll = 4) of a row's body to
+// L2 while the CTA is busy with the latency-bound proposal. One thread.
+__device__ __forceinline__ void PrefetchRowHead(const float* row, uint32_t L) {
+  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row) >> 2) & 3u;
+  const uint32_t head = min(L, (4u - mis) & 3u);
+  const uint32_t n4 = (L - head) >> 2;
+  const uint32_t chunk4 = kThreads * 4u;
+  const uint32_t want4 = min(n4 / chunk4 * chunk4, kPrefetchChunks * chunk4);
+  if (want4 > 0) PrefetchL2(row + head, want4 * 16u);
 }
 
 }  // namespace topk::cuda

@@ -91,15 +91,18 @@ __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, 
 template <bool kBand>
 __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L, float lo,
                                        float hi, const Frontier f, uint32_t* count, uint32_t* hist,
-                                       uint32_t* nan_flag) {
+                                       uint32_t* nan_flag, bool prefetch) {
   unsigned nan = 0;
-  StreamRow<4>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
-    unsigned m = AtLeastMask(v, lo);
-    if (kBand) m &= ~AtLeastMask(v, hi);
-    m &= valid;
-    nan |= NanMask(v) & valid;
-    if (__any_sync(kFullMask, m != 0)) AppendQuad(v, idx0, m, f, count, hist);
-  });
+  StreamRow<4>(
+      row, L,
+      [&](float4 v, uint32_t idx0, unsigned valid) {
+        unsigned m = AtLeastMask(v, lo);
+        if (kBand) m &= ~AtLeastMask(v, hi);
+        m &= valid;
+        nan |= NanMask(v) & valid;
+        if (__any_sync(kFullMask, m != 0)) AppendQuad(v, idx0, m, f, count, hist);
+      },
+      prefetch);
   if (nan) *nan_flag = 1u;
 }
 

@@ -26,6 +26,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.sample_run = config.sample_run;
   p.sorted = plan.options.sorted ? 1 : 0;
   p.deterministic = plan.options.deterministic ? 1 : 0;
+  p.prefetch = config.l2_prefetch ? 1 : 0;
   p.min_sampled_length =
       config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
   p.slice_entries = CudaSliceEntries(plan.shape.k);

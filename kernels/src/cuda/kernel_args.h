@@ -30,7 +30,7 @@ struct KernelParams {
   int32_t sample_run = 1;
   int32_t sorted = 0;
   int32_t deterministic = 0;
-  int32_t pad = 0;
+  int32_t prefetch = 0;  // L2 bulk prefetch ahead of the certification pass
   int64_t min_sampled_length = 0;
   int64_t slice_entries = 0;            // G: global overflow entries per slice
   uint32_t* counters = nullptr;         // [0] row claim counter, [1] finished CTAs

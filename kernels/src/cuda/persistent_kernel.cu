@@ -56,7 +56,7 @@ __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __res
   ClearHist(s);
   __syncthreads();
   const float cut = s.t0;
-  AdmitPass<false>(row, L, cut, 0.f, fa, &s.count, s.hist, &s.nan);
+  AdmitPass<false>(row, L, cut, 0.f, fa, &s.count, s.hist, &s.nan, false);
   __syncthreads();
   return cut;
 }
@@ -104,6 +104,9 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     float cut = 0.f;
     if (p.sample_stride > 0 && L >= p.min_sampled_length) {
       const int stride = p.sample_stride;
+      // The certification pass's first chunks stream into L2 during the
+      // latency-bound proposal.
+      if (p.prefetch != 0 && tid == 0) PrefetchRowHead(row, L);
       SampleHistogram(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
       const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
       const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
@@ -119,7 +122,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
         __syncthreads();
         lap(kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        AdmitPass<false>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan);
+        AdmitPass<false>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan, p.prefetch != 0);
         __syncthreads();
         if (!s.nan) {
           if (s.count >= k) {
@@ -128,7 +131,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
             if (tid == 0) AddStat(p, kCertified, 1);
           } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
-            AdmitPass<true>(row, L, t1, t0, fa, &s.count, s.hist, &s.nan);
+            AdmitPass<true>(row, L, t1, t0, fa, &s.count, s.hist, &s.nan, false);
             __syncthreads();
             if (s.count >= k) {
               need_exact = false;
