@@ -2,7 +2,9 @@
 // the suites stay fast on a 2-core CI machine), plus a client connected to it.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "packed_rows.h"
@@ -11,11 +13,18 @@
 
 namespace topk::server::test {
 
+// The backend the suites run on: cpu in CI; scripts/device-server-e2e.sh sets
+// TOPK_TEST_BACKEND=cuda to run the same suites on a GPU.
+inline std::string TestBackend() {
+  const char* backend = std::getenv("TOPK_TEST_BACKEND");
+  return backend != nullptr && *backend != '\0' ? backend : "cpu";
+}
+
 inline ServerOptions SmallOptions() {
   ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.metrics_listen = "";
-  options.engine.backend = "cpu";
+  options.engine.backend = TestBackend();
   options.engine.workers = 2;
   options.engine.cpu_threads = 1;
   options.engine.queue_depth = 256;
