@@ -44,13 +44,17 @@ else
 fi
 timeout 420 "$bin/topk-bench-gpu" --csv "$OUT/ours.csv" "${bench_args[@]}" >"$OUT/bench.log" 2>&1
 echo "bench rc=$?"
-# Variants on a few shapes (stdout only): L2 prefetch off (A/B of the default).
-variant_shapes=512:131072,4096:131072,512:262144,4096:262144,1024:524288,2048:1048576,8:1048576
-for v in "--no-prefetch"; do
-  echo "== variant $v" >>"$OUT/bench.log"
-  timeout 120 "$bin/topk-bench-gpu" --csv /tmp/variant.csv --shapes "$variant_shapes" --reps 10 \
-    $v 2>&1 | grep -v "^#" >>"$OUT/bench.log"
-done
+# A/B of the L2 prefetch on the 20-shape matrix (CSV), and of KV-split on the
+# decode shapes (stdout).
+if [ "$mode" = full ]; then
+  matrix=$(for n in 131072 262144 524288 1048576; do for m in 512 1024 2048 4096 8192; do
+    printf '%s:%s,' $m $n; done; done)
+  timeout 240 "$bin/topk-bench-gpu" --csv "$OUT/ours_noprefetch.csv" --no-prefetch \
+    --shapes "${matrix%,}" --reps 12 2>&1 | grep -v "^#" | sed 's/^/noprefetch /' >>"$OUT/bench.log"
+  timeout 120 "$bin/topk-bench-gpu" --csv /tmp/nokv.csv --no-kv-split --reps 20 \
+    --shapes 1:131072,8:131072,64:131072,1:1048576,8:1048576,64:1048576 2>&1 | grep -v "^#" |
+    sed 's/^/nokv /' >>"$OUT/bench.log"
+fi
 # Short-row crossover: sampled vs exact route (the "exact" column) at N 16K..64K.
 echo "== crossover" >>"$OUT/bench.log"
 timeout 120 "$bin/topk-bench-gpu" --csv /tmp/crossover.csv --reps 10 \

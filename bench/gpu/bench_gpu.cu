@@ -5,7 +5,8 @@
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
-//                       [--stride S] [--run R] [--no-prefetch]   (sampled selector's options)
+//                       [--stride S] [--run R] [--no-prefetch] [--no-kv-split]   (sampled
+//                       selector's options)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -155,6 +156,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
       cfg.sample_stride = std::atoi(argv[++i]);
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--no-kv-split")) {
+      cfg.enable_kv_split = false;
       continue;
     }
     if (!std::strcmp(argv[i], "--no-prefetch")) {

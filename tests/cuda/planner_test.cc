@@ -31,7 +31,7 @@ TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
 }
 
 TEST(CudaPlannerTest, GridIsCappedByRowsAndResidency) {
-  EXPECT_EQ(MustPlan(2048, 1, 1 << 20).grid, 1);
+  EXPECT_EQ(MustPlan(2048, 1, 40000).grid, 1);
   EXPECT_EQ(MustPlan(2048, 263, 1 << 20).grid, 263);
   EXPECT_EQ(MustPlan(2048, 100000, 1 << 20).grid, 264);
 }
@@ -54,10 +54,27 @@ TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
 }
 
 TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {
-  EXPECT_EQ(MustPlan(kCudaMaxFastK, 8, 1 << 20).route, Route::kPersistentSampled);
-  const Plan p = MustPlan(kCudaMaxFastK + 1, 8, 1 << 20);
+  EXPECT_EQ(MustPlan(kCudaMaxFastK, 512, 1 << 20).route, Route::kPersistentSampled);
+  const Plan p = MustPlan(kCudaMaxFastK + 1, 512, 1 << 20);
   EXPECT_EQ(p.route, Route::kGeneralExact);
-  EXPECT_GT(p.workspace_bytes, MustPlan(kCudaMaxFastK, 8, 1 << 20).workspace_bytes);
+  EXPECT_GT(p.workspace_bytes, MustPlan(kCudaMaxFastK, 512, 1 << 20).workspace_bytes);
+}
+
+TEST(CudaPlannerTest, FewLongRowsAreSplit) {
+  const Plan one = MustPlan(2048, 1, 1 << 20);
+  EXPECT_EQ(one.route, Route::kKvSplitSampled);
+  EXPECT_EQ(one.split, 8);
+  EXPECT_EQ(one.grid, 8);
+  const Plan p64 = MustPlan(2048, 64, 1 << 20);
+  EXPECT_EQ(p64.route, Route::kKvSplitSampled);
+  EXPECT_EQ(p64.split, 4);
+  EXPECT_EQ(p64.grid, 256);
+  EXPECT_EQ(MustPlan(2048, 132, 1 << 20).split, 2);
+  EXPECT_EQ(MustPlan(2048, 133, 1 << 20).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 8, kCudaKvSplitMinWidth - 1).route, Route::kPersistentSampled);
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;
+  EXPECT_EQ(MustPlan(2048, 8, 1 << 20, no_split).route, Route::kPersistentSampled);
 }
 
 TEST(CudaPlannerTest, StrideOverride) {

@@ -212,7 +212,9 @@ TEST_F(CudaSelectorTest, EdgeLengthsBothLayouts) {
 }
 
 TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
-  auto sel = Make();
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;  // 40 rows would be split: keep the persistent kernel here
+  auto sel = Make(no_split);
   ASSERT_NE(sel, nullptr);
   for (Distribution d : {Distribution::kIndexer, Distribution::kBf16Ties, Distribution::kNormal,
                          Distribution::kFp8Ties}) {
@@ -234,6 +236,99 @@ TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
     if (d == Distribution::kIndexer) {
       EXPECT_EQ(last_stats_.sampled, 40) << "wide indexer rows should use the view";
     }
+  }
+}
+
+// KV-split: few long rows, 2/4/8 CTAs per row; fallbacks (short rows, L <= K,
+// NaN, bad lengths, unusable views, underfill) on one CTA.
+TEST_F(CudaSelectorTest, KvSplitAllModes) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  for (int64_t rows : {1, 8, 64}) {
+    for (Distribution d :
+         {Distribution::kIndexer, Distribution::kBf16Ties, Distribution::kStridePeriodic,
+          Distribution::kConstant, Distribution::kUniform}) {
+      GeneratorSpec spec;
+      spec.distribution = d;
+      spec.lengths = rows == 8 ? LengthPattern::kEdges : LengthPattern::kCausalTerminal;
+      spec.rows = rows;
+      spec.width = rows == 64 ? 100000 : 300001;
+      spec.layout = rows == 8 ? Layout::kPacked : Layout::kPitched;
+      spec.seed = 77 + rows;
+      const ScoreMatrix m = testing::Generate(spec);
+      for (int mode = 0; mode < 4; ++mode) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        std::vector<int32_t> out;
+        std::vector<RowStatus> status;
+        Plan plan;
+        RunOn(*sel, m, 2048, o, &out, &status, &plan);
+        if (HasFatalFailure()) return;
+        ASSERT_EQ(plan.route, Route::kKvSplitSampled);
+        const std::string what = std::string(testing::DistributionName(d)) + " rows " +
+                                 std::to_string(rows) + " mode " + std::to_string(mode);
+        ASSERT_OK(testing::VerifySelection(m.batch(), 2048, o, out.data(), status.data()));
+        if (o.deterministic) {
+          std::vector<int32_t> ref(out.size());
+          ASSERT_OK(testing::ReferenceSelect(m.batch(), 2048, o, OutputView{ref.data(), nullptr}));
+          ASSERT_EQ(ref, out) << what;
+        }
+      }
+    }
+  }
+  // NaN in one segment of a split row.
+  GeneratorSpec spec;
+  spec.rows = 4;
+  spec.width = 200000;
+  ScoreMatrix m = testing::Generate(spec);
+  m.scores[2 * m.pitch + 150000] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<int32_t> out;
+  std::vector<RowStatus> status;
+  RunOn(*sel, m, 2048, {}, &out, &status);
+  EXPECT_EQ(status[0], RowStatus::kOk);
+  EXPECT_EQ(status[2], RowStatus::kNan);
+  ASSERT_OK(testing::VerifySelection(m.batch(), 2048, {}, out.data(), status.data()));
+}
+
+TEST_F(CudaSelectorTest, KvSplitGraphReplay) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  const int64_t cap = 8;
+  auto plan = sel->MakePlan(ProblemShape{2048, cap, 150000, Layout::kPitched}, {});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->route, Route::kKvSplitSampled);
+  auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+  ASSERT_TRUE(ws.ok());
+  ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
+  auto stream = cuda::Stream::Create();
+  ASSERT_TRUE(stream.ok());
+  RunContext ctx{ws->get(), ws->bytes(), stream->get()};
+  auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  int seed = 0;
+  for (int64_t live : {int64_t{0}, int64_t{1}, int64_t{5}, cap, cap}) {
+    GeneratorSpec spec;
+    spec.rows = cap;
+    spec.width = 150000;
+    spec.lengths = LengthPattern::kRandom;
+    spec.seed = 500 + ++seed;
+    const ScoreMatrix m = testing::Generate(spec);
+    auto dm = Upload(m);
+    ASSERT_TRUE(dm.ok());
+    RowBatch b = dm->batch;
+    b.num_rows = live;
+    auto dout = DeviceBuffer<int32_t>::Allocate(cap * 2048);
+    ASSERT_TRUE(dout.ok());
+    ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
+    ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
+    ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
+    std::vector<int32_t> out(cap * 2048);
+    ASSERT_CUDA(cudaMemcpy(out.data(), dout->get(), out.size() * 4, cudaMemcpyDeviceToHost));
+    RowBatch hb = m.batch();
+    hb.num_rows = live;
+    ASSERT_OK(testing::VerifySelection(hb, 2048, {}, out.data()));
+    for (int64_t i = live * 2048; i < cap * 2048; ++i) ASSERT_EQ(out[i], 0x7F7F7F7F);
   }
 }
 
@@ -387,7 +482,7 @@ TEST_F(CudaSelectorTest, CAbi) {
   topk_plan* plan = nullptr;
   ASSERT_EQ(topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan), TOPK_OK)
       << topk_last_error();
-  EXPECT_NE(std::string(topk_plan_explain(plan)).find("persistent-sampled"), std::string::npos);
+  EXPECT_NE(std::string(topk_plan_explain(plan)).find("kv-split-sampled"), std::string::npos);
   GeneratorSpec spec;
   spec.rows = 4;
   spec.width = 70000;
@@ -428,6 +523,9 @@ TEST_F(CudaSelectorTest, SanitizerSmall) {
     o.deterministic = true;
     o.sorted = true;
     Check(*sel, testing::Generate(spec), 256, o, "sanitizer");
+    spec.rows = 2;
+    spec.width = 70000;  // KV-split route
+    Check(*sel, testing::Generate(spec), 256, o, "sanitizer kv-split");
   }
 }
 

@@ -46,12 +46,17 @@ struct CudaSelectorConfig {
   // chunks and each sampled row's head, to keep more bytes in flight than the
   // registers hold and to overlap the proposal with the row's first DRAM reads.
   bool l2_prefetch = true;
+  // Few long rows (M_cap * 2 <= resident CTAs, N_cap >= kCudaKvSplitMinWidth):
+  // the KV-split sampled kernel, 2/4/8 CTAs per row.
+  bool enable_kv_split = true;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };
 
 // Rows with L below this take the exact route (measured crossover, NOTES.md).
 inline constexpr int64_t kCudaMinSampledLength = 16384;
+// Narrowest bucket for which few rows are split over several CTAs.
+inline constexpr int64_t kCudaKvSplitMinWidth = 65536;
 // Largest K served with shared-memory output staging (fast paths).
 inline constexpr int32_t kCudaMaxFastK = 4096;
 // Largest K served at all (general path, global staging).
@@ -59,8 +64,10 @@ inline constexpr int32_t kCudaMaxK = 1 << 20;
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);
-// Workspace bytes a plan of `grid` CTAs needs for rank k.
+// Workspace bytes of the CTA slices of a plan of `grid` CTAs for rank k (the
+// KV-split route adds per-row state: CudaKvRowEntries candidates per row).
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid);
+int64_t CudaKvRowEntries(int32_t k);
 
 // The planner: a pure host function (unit-tested without a device).
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,

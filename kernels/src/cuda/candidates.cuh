@@ -37,8 +37,9 @@ struct Frontier {
       idx = s_idx[pos];
       key = s_key[pos];
     } else {
-      idx = g_idx[pos - s_cap];
-      key = g_key[pos - s_cap];
+      // L1-bypassing: KV-split finishers read entries other CTAs wrote.
+      idx = __ldcg(g_idx + (pos - s_cap));
+      key = __ldcg(g_key + (pos - s_cap));
     }
   }
 };
@@ -88,10 +89,10 @@ __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, 
 // appends the admitted values to f, counts them and their leading key digit,
 // and flags NaN. The compare is on raw floats: the cutoffs come from
 // CoarseCutoff, so the admitted set is exactly a union of coarse bins.
-template <bool kBand>
+template <bool kBand, bool kSegment = false>
 __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L, float lo,
                                        float hi, const Frontier f, uint32_t* count, uint32_t* hist,
-                                       uint32_t* nan_flag, bool prefetch) {
+                                       uint32_t* nan_flag, bool prefetch, uint32_t idx_base = 0) {
   unsigned nan = 0;
   StreamRow<4>(
       row, L,
@@ -100,7 +101,8 @@ __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L
         if (kBand) m &= ~AtLeastMask(v, hi);
         m &= valid;
         nan |= NanMask(v) & valid;
-        if (__any_sync(kFullMask, m != 0)) AppendQuad(v, idx0, m, f, count, hist);
+        if (__any_sync(kFullMask, m != 0))
+          AppendQuad(v, kSegment ? idx_base + idx0 : idx0, m, f, count, hist);
       },
       prefetch);
   if (nan) *nan_flag = 1u;

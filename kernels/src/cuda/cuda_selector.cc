@@ -34,7 +34,22 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.stats = reinterpret_cast<unsigned long long*>(base + cuda::kStatsOffset);
   p.cta_slices = base + cuda::kHeaderBytes;
   p.cta_slice_bytes = cuda::CtaSliceBytes(plan.shape.k, p.slice_entries);
+  if (plan.route == Route::kKvSplitSampled) {
+    p.split = plan.split;
+    p.max_rows = plan.shape.max_rows;
+    p.row_entries = CudaKvRowEntries(plan.shape.k);
+    p.row_state = p.cta_slices + int64_t{plan.grid} * p.cta_slice_bytes;
+  }
   return p;
+}
+
+cudaError_t LaunchPlan(const Plan& plan, const cuda::DeviceArgs& args,
+                       const cuda::DeviceArgs* dev_args, const cuda::KernelParams& params,
+                       cudaStream_t stream) {
+  if (plan.route == Route::kKvSplitSampled) {
+    return cuda::LaunchKvSplit(args, dev_args, params, plan.grid, stream);
+  }
+  return cuda::LaunchPersistent(args, dev_args, params, plan.grid, stream);
 }
 
 absl::Status CheckRun(const Plan& plan, const RowBatch& batch, const OutputView& out,
@@ -132,8 +147,8 @@ absl::Status CudaSelector::Run(const Plan& plan, const RowBatch& batch, const Ou
   if (batch.num_rows == 0) return absl::OkStatus();
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(config_.device));
   const cuda::KernelParams params = MakeParams(plan, config_, context.workspace);
-  TOPK_CUDA_RETURN_IF_ERROR(cuda::LaunchPersistent(MakeArgs(batch, out), nullptr, params, plan.grid,
-                                                   static_cast<cudaStream_t>(context.stream)));
+  TOPK_CUDA_RETURN_IF_ERROR(LaunchPlan(plan, MakeArgs(batch, out), nullptr, params,
+                                       static_cast<cudaStream_t>(context.stream)));
   return absl::OkStatus();
 }
 
@@ -242,7 +257,7 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
     e = cudaEventRecordWithFlags(impl->copied, impl->stream, cudaEventRecordExternal);
   }
   if (e == cudaSuccess) {
-    e = cuda::LaunchPersistent(cuda::DeviceArgs{}, dev_args, params, plan.grid, impl->stream);
+    e = LaunchPlan(plan, cuda::DeviceArgs{}, dev_args, params, impl->stream);
   }
   const cudaError_t end = cudaStreamEndCapture(impl->stream, &impl->graph);
   TOPK_CUDA_RETURN_IF_ERROR(e);

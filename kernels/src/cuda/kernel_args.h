@@ -37,7 +37,30 @@ struct KernelParams {
   unsigned long long* stats = nullptr;  // CudaRouteStats order, 8 entries
   uint8_t* cta_slices = nullptr;        // grid x CtaSliceBytes
   int64_t cta_slice_bytes = 0;
+  // KV-split only: CTAs per row and the per-row shared state (RowState*).
+  int32_t split = 1;
+  int32_t pad2 = 0;
+  uint8_t* row_state = nullptr;
+  int64_t max_rows = 0;
+  int64_t row_entries = 0;  // candidate entries per row buffer
 };
+
+// KV-split per-row state, laid out as [max_rows headers][max_rows histograms]
+// [max_rows candidate buffers]; headers and histograms are zeroed before
+// every launch (one memset of RowStateZeroBytes).
+struct RowHeader {
+  uint32_t arrival;  // segment CTAs done
+  uint32_t count;    // admitted candidates
+  uint32_t nan;
+  uint32_t pad;
+};
+inline constexpr int64_t kRowHistBytes = 2048 * 4;
+constexpr int64_t RowStateZeroBytes(int64_t max_rows) {
+  return max_rows * (static_cast<int64_t>(sizeof(RowHeader)) + kRowHistBytes);
+}
+inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries) {
+  return (RowStateZeroBytes(max_rows) + max_rows * 8 * row_entries + 255) / 256 * 256;
+}
 
 // Workspace layout: a 1 KiB header (counters, stats, graph argument block),
 // then one slice per CTA.

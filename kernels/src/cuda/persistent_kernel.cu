@@ -209,6 +209,121 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// Sampled KV-split (DESIGN section 3): `split` CTAs per row. Every segment
+// CTA rebuilds the same view and cutoff from the row id, certifies its
+// contiguous segment into the row's shared candidate buffer (global count,
+// per-CTA histogram flushed to the row histogram), and the last to arrive
+// (row-local arrival counter) refines the aggregate like the one-CTA path.
+// Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
+// to SelectRow on one CTA, which is exact on its own.
+__global__ void __launch_bounds__(kThreads, 2)
+    KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                  const KernelParams p) {
+  extern __shared__ uint4 smem_raw[];
+  SharedState& s = *reinterpret_cast<SharedState*>(smem_raw);
+  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  const int64_t r = blockIdx.x / p.split;
+  const int seg = static_cast<int>(blockIdx.x % p.split);
+  if (r >= a.num_rows) return;
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  const uint32_t g = static_cast<uint32_t>(p.slice_entries);
+  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
+  const Frontier fa{s.a, s.a + kSmemCandidates, kSmemCandidates, slice, slice + g, g};
+  const Frontier fb{s.b, s.b + kSmemFrontier, kSmemFrontier, slice + 2 * g, slice + 3 * g, g};
+  uint32_t* out_buf = s.out;
+  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(s.a);
+  if (p.k > kSmemOutput) {
+    out_buf = slice + 4 * g;
+    sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
+  }
+  const int64_t length = a.lengths[r];
+  if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length) {
+    if (seg == 0) SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    return;
+  }
+  const uint32_t L = static_cast<uint32_t>(length);
+  const float* row = a.layout == static_cast<int32_t>(Layout::kPitched)
+                         ? a.scores + r * a.pitch
+                         : a.scores + a.row_offsets[r];
+  auto* headers = reinterpret_cast<RowHeader*>(p.row_state);
+  auto* hists = reinterpret_cast<uint32_t*>(p.row_state + p.max_rows * sizeof(RowHeader));
+  auto* bufs = reinterpret_cast<uint32_t*>(p.row_state + RowStateZeroBytes(p.max_rows));
+  RowHeader& rh = headers[r];
+  uint32_t* row_hist = hists + r * 2048;
+  const uint32_t ge = static_cast<uint32_t>(p.row_entries);
+  uint32_t* row_buf = bufs + r * 2 * p.row_entries;
+  const Frontier shared_front{nullptr, nullptr, 0, row_buf, row_buf + ge, ge};
+
+  // Proposal: identical in every segment CTA.
+  ClearHist(s);
+  if (tid == 0) s.count = 0u, s.nan = 0u, s.out_count = 0u;
+  __syncthreads();
+  const int stride = p.sample_stride;
+  SampleHistogram(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+  const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
+  const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+  const Boundary b0 = FindBoundary(s.hist, kCoarseBins, q0, s.scratch);
+  if (b0.total < q1) {
+    if (seg == 0) SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    return;
+  }
+  if (tid < 32) {
+    const float t = WarpCoarseCutoff(b0.bin);
+    if (tid == 0) s.t0 = t;
+  }
+  ClearHist(s);
+  __syncthreads();
+  const float t0 = s.t0;
+  const uint64_t chunk = ((static_cast<uint64_t>(L) + p.split - 1) / p.split + 3u) & ~uint64_t{3};
+  const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
+  const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
+  if (beg < end) {
+    AdmitPass<false, true>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count, s.hist, &rh.nan,
+                           p.prefetch != 0, beg);
+  }
+  __syncthreads();
+  for (uint32_t i = tid; i < kCoarseBins; i += kThreads) {
+    if (s.hist[i] != 0u) atomicAdd(&row_hist[i], s.hist[i]);
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s.next_row = atomicAdd(&rh.arrival, 1u);
+  __syncthreads();
+  if (s.next_row != static_cast<long long>(p.split - 1)) return;
+  // Finisher: every segment's candidates, count and histogram are visible.
+  __threadfence();
+  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  const uint32_t C = __ldcg(&rh.count);
+  if (__ldcg(&rh.nan) != 0u) {
+    FillEmpty(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    return;
+  }
+  if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
+    SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    return;
+  }
+  for (uint32_t i = tid; i < kCoarseBins; i += kThreads) s.hist[i] = __ldcg(&row_hist[i]);
+  if (tid == 0) {
+    s.out_count = 0u;
+    AddStat(p, kSampled, 1);
+    AddStat(p, kCertified, 1);
+  }
+  __syncthreads();
+  const uint32_t rescans = Refine(s, row, L, t0, C, shared_front, fb, k, p.deterministic != 0,
+                                  RefineOut{out_buf, &s.out_count});
+  __syncthreads();
+  const uint32_t count = s.out_count;
+  FinalizeRow(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+  if (tid == 0) {
+    if (a.row_status) a.row_status[r] = RowStatus::kOk;
+    AddStat(p, kRows, 1);
+    AddStat(p, kCands, C);
+    if (rescans) AddStat(p, kRescans, rescans);
+  }
+}
+
 // Verification of a selection on the device: per row, indices distinct and in
 // range (block sort), and the count of valid values strictly greater than the
 // minimum selected value equal to the count of selected values above it.
@@ -299,6 +414,14 @@ cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
   cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
   if (e != cudaSuccess) return e;
   PersistentSelectKernel<<<grid, kThreads, sizeof(SharedState), stream>>>(args, dev_args, params);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
+                          const KernelParams& params, int grid, cudaStream_t stream) {
+  cudaError_t e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
+  if (e != cudaSuccess) return e;
+  KvSplitKernel<<<grid, kThreads, sizeof(SharedState), stream>>>(args, dev_args, params);
   return cudaGetLastError();
 }
 

@@ -19,6 +19,11 @@ size_t PersistentSharedBytes();
 cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
                              const KernelParams& params, int grid, cudaStream_t stream);
 
+// One launch of the KV-split kernel: grid = max_rows * split CTAs; zeroes the
+// per-row state first (a captured memset node under graph capture).
+cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
+                          const KernelParams& params, int grid, cudaStream_t stream);
+
 // Benchmark/test helpers.
 cudaError_t LaunchVerify(const DeviceArgs& args, int32_t k, int64_t num_rows,
                          unsigned long long* bad_rows, int* first_bad, cudaStream_t stream);

@@ -17,6 +17,8 @@ size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
                              int64_t{grid} * cuda::CtaSliceBytes(k, CudaSliceEntries(k)));
 }
 
+int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
+
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
                                        const CudaDeviceInfo& device,
                                        const CudaSelectorConfig& config) {
@@ -63,7 +65,24 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     plan.route = Route::kPersistentSampled;
     plan.sample_stride = config.sample_stride != 0 ? config.sample_stride : kSampleStride;
   }
+  // Few long rows: split each over 2/4/8 CTAs so the certification pass spans
+  // the device (the persistent grid would leave most SMs idle).
+  if (plan.route == Route::kPersistentSampled && config.enable_kv_split &&
+      shape.max_width >= kCudaKvSplitMinWidth) {
+    for (int32_t split : {8, 4, 2}) {
+      if (shape.max_rows * split <= resident) {
+        plan.route = Route::kKvSplitSampled;
+        plan.split = split;
+        plan.grid = static_cast<int32_t>(shape.max_rows * split);
+        break;
+      }
+    }
+  }
   plan.workspace_bytes = CudaWorkspaceBytes(shape.k, plan.grid);
+  if (plan.route == Route::kKvSplitSampled) {
+    plan.workspace_bytes +=
+        static_cast<size_t>(cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k)));
+  }
   return plan;
 }
 

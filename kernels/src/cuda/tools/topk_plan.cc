@@ -34,8 +34,8 @@ int main(int argc, char** argv) {
   }
   std::printf("# device: %s: %d SMs, sm_%d%d, %d persistent CTAs/SM\n", source, info.sm_count,
               info.compute_major, info.compute_minor, info.persistent_ctas_per_sm);
-  std::printf("%-6s %-8s %-8s %-20s %-6s %-6s %-6s %-12s\n", "K", "M_cap", "N_cap", "route",
-              "stride", "grid", "block", "workspace");
+  std::printf("%-6s %-8s %-8s %-20s %-6s %-5s %-6s %-6s %-12s\n", "K", "M_cap", "N_cap", "route",
+              "stride", "split", "grid", "block", "workspace");
   const int64_t rows[] = {1, 8, 64, 512, 1024, 2048, 4096, 8192};
   const int64_t widths[] = {4096, 16384, 65536, 131072, 262144, 524288, 1048576};
   for (int64_t m : rows) {
@@ -47,9 +47,10 @@ int main(int argc, char** argv) {
                     static_cast<long long>(n), std::string(plan.status().message()).c_str());
         continue;
       }
-      std::printf("%-6d %-8lld %-8lld %-20s %-6d %-6d %-6d %-12zu\n", k, static_cast<long long>(m),
-                  static_cast<long long>(n), std::string(topk::RouteName(plan->route)).c_str(),
-                  plan->sample_stride, plan->grid, plan->block, plan->workspace_bytes);
+      std::printf("%-6d %-8lld %-8lld %-20s %-6d %-5d %-6d %-6d %-12zu\n", k,
+                  static_cast<long long>(m), static_cast<long long>(n),
+                  std::string(topk::RouteName(plan->route)).c_str(), plan->sample_stride,
+                  plan->split, plan->grid, plan->block, plan->workspace_bytes);
     }
   }
   return 0;
