@@ -78,7 +78,13 @@ grpc::ServerUnaryReactor* TopKService::Echo(grpc::CallbackServerContext* context
                                  "Echo is disabled; start the server with --enable_echo"));
     return reactor;
   }
-  response->set_payload(request->payload());
+  const std::string& payload = request->payload();
+  const int64_t keep = request->response_bytes();
+  if (keep > 0 && keep < static_cast<int64_t>(payload.size())) {
+    response->set_payload(payload.data(), keep);
+  } else {
+    response->set_payload(payload);
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -3,6 +3,7 @@
 // so no gRPC thread ever blocks on a selection.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <string>
 

@@ -215,10 +215,11 @@ absl::StatusOr<v1::Stats> Client::GetStats(bool include_prometheus_text) {
   return stats;
 }
 
-absl::StatusOr<std::string> Client::Echo(std::string payload) {
+absl::StatusOr<std::string> Client::Echo(std::string payload, int64_t response_bytes) {
   grpc::ClientContext context;
   v1::EchoMessage request;
   request.set_payload(std::move(payload));
+  request.set_response_bytes(response_bytes);
   v1::EchoMessage response;
   const grpc::Status status = stub_->Echo(&context, request, &response);
   if (!status.ok()) return ToAbsl(status);

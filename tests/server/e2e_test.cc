@@ -183,6 +183,9 @@ TEST(ServerE2e, EchoIsOffUnlessEnabled) {
   absl::StatusOr<std::string> echoed = on.client->Echo("payload");
   ASSERT_TRUE(echoed.ok()) << echoed.status();
   EXPECT_EQ(*echoed, "payload");
+  absl::StatusOr<std::string> trimmed = on.client->Echo("payload", 3);
+  ASSERT_TRUE(trimmed.ok()) << trimmed.status();
+  EXPECT_EQ(*trimmed, "pay");
 }
 
 TEST(ServerE2e, MetricsPortServesPrometheusText) {

@@ -92,7 +92,8 @@ class Client {
 
   absl::StatusOr<v1::ServerInfo> GetServerInfo();
   absl::StatusOr<v1::Stats> GetStats(bool include_prometheus_text = false);
-  absl::StatusOr<std::string> Echo(std::string payload);
+  // Echo (servers with --enable_echo); response_bytes > 0 trims the answer.
+  absl::StatusOr<std::string> Echo(std::string payload, int64_t response_bytes = 0);
 
   // grpc.health.v1 Check of `service` ("" is the whole server).
   absl::StatusOr<bool> IsServing(const std::string& service = "topk.v1.TopK");
