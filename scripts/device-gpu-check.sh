@@ -18,8 +18,11 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv
   "$bin/topk-plan" --explain | head -60
   "$bin/topk_cuda_planner_test" --gtest_brief=1
-  timeout 300 "$bin/topk_cuda_test"
+  timeout 240 "$bin/topk_cuda_test"
   echo "topk_cuda_test rc=$?"
+  echo "== the same suite on the 3-CTAs/SM kernel variant"
+  TOPK_TEST_CTAS_PER_SM=3 timeout 240 "$bin/topk_cuda_test"
+  echo "topk_cuda_test (3 CTAs/SM) rc=$?"
 } >"$OUT/tests.log" 2>&1
 grep -E "PASSED|FAILED|rc=|^\[  FAILED" "$OUT/tests.log" | tail -20
 
@@ -28,6 +31,9 @@ grep -E "PASSED|FAILED|rc=|^\[  FAILED" "$OUT/tests.log" | tail -20
   timeout 240 "$sanitizer" --tool memcheck --leak-check no "$bin/topk_cuda_test" \
     --gtest_filter='*SanitizerSmall*:*NanRows*'
   echo "memcheck rc=$?"
+  TOPK_TEST_CTAS_PER_SM=3 timeout 240 "$sanitizer" --tool memcheck --leak-check no \
+    "$bin/topk_cuda_test" --gtest_filter='*SanitizerSmall*'
+  echo "memcheck (3 CTAs/SM) rc=$?"
   echo "== racecheck"
   timeout 240 "$sanitizer" --tool racecheck "$bin/topk_cuda_test" --gtest_filter='*SanitizerSmall*'
   echo "racecheck rc=$?"
@@ -49,8 +55,10 @@ echo "bench rc=$?"
 if [ "$mode" = full ]; then
   matrix=$(for n in 131072 262144 524288 1048576; do for m in 512 1024 2048 4096 8192; do
     printf '%s:%s,' $m $n; done; done)
-  timeout 240 "$bin/topk-bench-gpu" --csv "$OUT/ours_noprefetch.csv" --no-prefetch \
+  timeout 200 "$bin/topk-bench-gpu" --csv /tmp/noprefetch.csv --no-prefetch \
     --shapes "${matrix%,}" --reps 12 2>&1 | grep -v "^#" | sed 's/^/noprefetch /' >>"$OUT/bench.log"
+  timeout 200 "$bin/topk-bench-gpu" --csv "$OUT/ours_cta3.csv" --ctas-per-sm 3 \
+    --shapes "${matrix%,}" --reps 12 2>&1 | grep -v "^#" | sed 's/^/cta3 /' >>"$OUT/bench.log"
   timeout 120 "$bin/topk-bench-gpu" --csv /tmp/nokv.csv --no-kv-split --reps 20 \
     --shapes 1:131072,8:131072,64:131072,1:1048576,8:1048576,64:1048576 2>&1 | grep -v "^#" |
     sed 's/^/nokv /' >>"$OUT/bench.log"

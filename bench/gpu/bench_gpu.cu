@@ -5,7 +5,8 @@
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
-//                       [--stride S] [--run R] [--no-prefetch] [--no-kv-split]   (sampled
+//                       [--stride S] [--run R] [--no-prefetch] [--no-kv-split]
+//                       [--ctas-per-sm 2|3]   (sampled
 //                       selector's options)
 #include <cuda_runtime.h>
 
@@ -156,6 +157,10 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
       cfg.sample_stride = std::atoi(argv[++i]);
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--ctas-per-sm") && i + 1 < argc) {
+      cfg.ctas_per_sm_target = std::atoi(argv[++i]);
       continue;
     }
     if (!std::strcmp(argv[i], "--no-kv-split")) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -152,7 +153,9 @@ class CudaSelectorTest : public ::testing::Test {
     }
   }
 
+  // TOPK_TEST_CTAS_PER_SM=3 runs the whole suite on the 3-CTAs/SM variant.
   std::unique_ptr<CudaSelector> Make(CudaSelectorConfig c = {}) {
+    if (const char* v = std::getenv("TOPK_TEST_CTAS_PER_SM")) c.ctas_per_sm_target = std::atoi(v);
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;

@@ -49,6 +49,10 @@ struct CudaSelectorConfig {
   // Few long rows (M_cap * 2 <= resident CTAs, N_cap >= kCudaKvSplitMinWidth):
   // the KV-split sampled kernel, 2/4/8 CTAs per row.
   bool enable_kv_split = true;
+  // Kernel variant: 2 CTAs/SM (104 KiB shared, 64 registers, 4 loads in
+  // flight per thread) or 3 (64 KiB, 40 registers, 2 loads in flight; more
+  // CTAs to hide each row's latency-bound phases).
+  int ctas_per_sm_target = 2;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };

@@ -89,12 +89,12 @@ __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, 
 // appends the admitted values to f, counts them and their leading key digit,
 // and flags NaN. The compare is on raw floats: the cutoffs come from
 // CoarseCutoff, so the admitted set is exactly a union of coarse bins.
-template <bool kBand, bool kSegment = false>
+template <bool kBand, bool kSegment = false, int kUnroll = 4>
 __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L, float lo,
                                        float hi, const Frontier f, uint32_t* count, uint32_t* hist,
                                        uint32_t* nan_flag, bool prefetch, uint32_t idx_base = 0) {
   unsigned nan = 0;
-  StreamRow<4>(
+  StreamRow<kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         unsigned m = AtLeastMask(v, lo);

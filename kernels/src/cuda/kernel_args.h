@@ -39,7 +39,9 @@ struct KernelParams {
   int64_t cta_slice_bytes = 0;
   // KV-split only: CTAs per row and the per-row shared state (RowState*).
   int32_t split = 1;
-  int32_t pad2 = 0;
+  int32_t min_blocks = 2;          // kernel variant: 2 or 3 CTAs per SM
+  int32_t smem_candidates = 6144;  // kSmemCandidates (or kSmemCandidates3)
+  int32_t smem_frontier = 4096;    // kSmemFrontier (or kSmemFrontier3)
   uint8_t* row_state = nullptr;
   int64_t max_rows = 0;
   int64_t row_entries = 0;  // candidate entries per row buffer
@@ -72,9 +74,13 @@ inline constexpr int kNumStats = 12;  // 8 route counters, 4 phase cycle sums
 
 // Shared-memory capacities of the persistent kernel (entries).
 inline constexpr int kThreads = 512;
-inline constexpr int kSmemCandidates = 6144;  // frontier A: index + key
-inline constexpr int kSmemFrontier = 4096;    // frontier B: index + key
-inline constexpr int kSmemOutput = 4096;      // committed indices (K <= kCudaMaxFastK)
+inline constexpr int kSmemCandidates = 6144;  // frontier A: index + key (2 CTAs/SM)
+inline constexpr int kSmemFrontier = 4096;    // frontier B: index + key (2 CTAs/SM)
+// The 3-CTAs/SM variant: smaller shared frontiers (the rest goes to the CTA's
+// global slice), 40 registers, 2 loads in flight per thread plus L2 prefetch.
+inline constexpr int kSmemCandidates3 = 3072;
+inline constexpr int kSmemFrontier3 = 2048;
+inline constexpr int kSmemOutput = 4096;  // committed indices (K <= kCudaMaxFastK)
 
 // Per-CTA slice: A (idx, key) x G, B (idx, key) x G, and for K above the
 // shared output capacity an output staging array (K) and a sort scratch

@@ -41,6 +41,7 @@ __device__ __noinline__ void FillEmpty(int32_t* out_row, uint32_t k) {
 // Exact coarse recovery: the coarse bin tau* whose prefix reaches K over the
 // whole row gives a cutoff that certifies by construction. Leaves the admitted
 // set in fa / s.hist like the sampled pass. Returns the cutoff.
+template <int kU>
 __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __restrict__ row,
                                               uint32_t L, uint32_t k, const Frontier& fa) {
   ClearHist(s);
@@ -56,11 +57,12 @@ __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __res
   ClearHist(s);
   __syncthreads();
   const float cut = s.t0;
-  AdmitPass<false>(row, L, cut, 0.f, fa, &s.count, s.hist, &s.nan, false);
+  AdmitPass<false, false, kU>(row, L, cut, 0.f, fa, &s.count, s.hist, &s.nan, false);
   __syncthreads();
   return cut;
 }
 
+template <int kU>
 __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, const KernelParams& p,
                                        int64_t r, const Frontier& fa, const Frontier& fb,
                                        uint32_t* out_buf, uint64_t* sort_buf) {
@@ -122,7 +124,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
         __syncthreads();
         lap(kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        AdmitPass<false>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan, p.prefetch != 0);
+        AdmitPass<false, false, kU>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan, p.prefetch != 0);
         __syncthreads();
         if (!s.nan) {
           if (s.count >= k) {
@@ -131,7 +133,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
             if (tid == 0) AddStat(p, kCertified, 1);
           } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
-            AdmitPass<true>(row, L, t1, t0, fa, &s.count, s.hist, &s.nan, false);
+            AdmitPass<true, false, kU>(row, L, t1, t0, fa, &s.count, s.hist, &s.nan, false);
             __syncthreads();
             if (s.count >= k) {
               need_exact = false;
@@ -145,7 +147,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     }
     if (need_exact && !s.nan) {
       if (tid == 0) AddStat(p, kExactRows, 1);
-      cut = ExactCandidates(s, row, L, k, fa);
+      cut = ExactCandidates<kU>(s, row, L, k, fa);
     }
     lap(kCyclesAdmit);
     if (!s.nan) {
@@ -173,7 +175,8 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
   lap(kCyclesFinalize);
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+template <int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                            const KernelParams p) {
   extern __shared__ uint4 smem_raw[];
@@ -181,17 +184,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
   uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
-  const Frontier fa{s.a, s.a + kSmemCandidates, kSmemCandidates, slice, slice + g, g};
-  const Frontier fb{s.b, s.b + kSmemFrontier, kSmemFrontier, slice + 2 * g, slice + 3 * g, g};
+  constexpr int kU = kMinBlocks >= 3 ? 2 : 4;  // loads in flight per thread (register budget)
+  uint32_t* arena = FrontierArena(s);
+  const uint32_t ca = static_cast<uint32_t>(p.smem_candidates);
+  const uint32_t cb = static_cast<uint32_t>(p.smem_frontier);
+  const Frontier fa{arena, arena + ca, ca, slice, slice + g, g};
+  const Frontier fb{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g};
   uint32_t* out_buf = s.out;
-  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(s.a);
+  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(arena);
   if (p.k > kSmemOutput) {
     out_buf = slice + 4 * g;
     sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
   }
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
-    SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
     __syncthreads();
     r = s.next_row;
@@ -216,7 +223,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 // (row-local arrival counter) refines the aggregate like the one-CTA path.
 // Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
 // to SelectRow on one CTA, which is exact on its own.
-__global__ void __launch_bounds__(kThreads, 2)
+template <int kMinBlocks>
+__global__ void __launch_bounds__(kThreads, kMinBlocks)
     KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                   const KernelParams p) {
   extern __shared__ uint4 smem_raw[];
@@ -229,17 +237,21 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t k = static_cast<uint32_t>(p.k);
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
   uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
-  const Frontier fa{s.a, s.a + kSmemCandidates, kSmemCandidates, slice, slice + g, g};
-  const Frontier fb{s.b, s.b + kSmemFrontier, kSmemFrontier, slice + 2 * g, slice + 3 * g, g};
+  constexpr int kU = kMinBlocks >= 3 ? 2 : 4;  // loads in flight per thread (register budget)
+  uint32_t* arena = FrontierArena(s);
+  const uint32_t ca = static_cast<uint32_t>(p.smem_candidates);
+  const uint32_t cb = static_cast<uint32_t>(p.smem_frontier);
+  const Frontier fa{arena, arena + ca, ca, slice, slice + g, g};
+  const Frontier fb{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g};
   uint32_t* out_buf = s.out;
-  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(s.a);
+  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(arena);
   if (p.k > kSmemOutput) {
     out_buf = slice + 4 * g;
     sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
   }
   const int64_t length = a.lengths[r];
   if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length) {
-    if (seg == 0) SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (seg == 0) SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
@@ -265,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
   const Boundary b0 = FindBoundary(s.hist, kCoarseBins, q0, s.scratch);
   if (b0.total < q1) {
-    if (seg == 0) SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (seg == 0) SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   if (tid < 32) {
@@ -279,8 +291,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
   const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
   if (beg < end) {
-    AdmitPass<false, true>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count, s.hist, &rh.nan,
-                           p.prefetch != 0, beg);
+    AdmitPass<false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count, s.hist,
+                               &rh.nan, p.prefetch != 0, beg);
   }
   __syncthreads();
   for (uint32_t i = tid; i < kCoarseBins; i += kThreads) {
@@ -301,7 +313,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     return;
   }
   if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
-    SelectRow(s, a, p, r, fa, fb, out_buf, sort_buf);
+    SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   for (uint32_t i = tid; i < kCoarseBins; i += kThreads) s.hist[i] = __ldcg(&row_hist[i]);
@@ -393,27 +405,51 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-size_t PersistentSharedBytes() { return sizeof(SharedState); }
+size_t PersistentSharedBytes(int min_blocks) {
+  const int ca = min_blocks >= 3 ? kSmemCandidates3 : kSmemCandidates;
+  const int cb = min_blocks >= 3 ? kSmemFrontier3 : kSmemFrontier;
+  return sizeof(SharedState) + 8u * static_cast<size_t>(ca + cb);
+}
 
 cudaError_t ConfigurePersistentKernel() {
-  cudaError_t e =
-      cudaFuncSetAttribute(PersistentSelectKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(sizeof(SharedState)));
+  const int s2 = static_cast<int>(PersistentSharedBytes(2));
+  const int s3 = static_cast<int>(PersistentSharedBytes(3));
+  cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<2>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, s2);
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(PersistentSelectKernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             s3);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(KvSplitKernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, s2);
+  }
+  if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(KvSplitKernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, s3);
+  }
   if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(VerifyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(8 * 8192));
 }
 
-cudaError_t PersistentOccupancy(int* ctas_per_sm) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, PersistentSelectKernel,
-                                                       kThreads, sizeof(SharedState));
+cudaError_t PersistentOccupancy(int min_blocks, int* ctas_per_sm) {
+  if (min_blocks >= 3) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, PersistentSelectKernel<3>,
+                                                         kThreads, PersistentSharedBytes(3));
+  }
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, PersistentSelectKernel<2>,
+                                                       kThreads, PersistentSharedBytes(2));
 }
 
 cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
                              const KernelParams& params, int grid, cudaStream_t stream) {
   cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
   if (e != cudaSuccess) return e;
-  PersistentSelectKernel<<<grid, kThreads, sizeof(SharedState), stream>>>(args, dev_args, params);
+  const size_t smem = PersistentSharedBytes(params.min_blocks);
+  if (params.min_blocks >= 3) {
+    PersistentSelectKernel<3><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  } else {
+    PersistentSelectKernel<2><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  }
   return cudaGetLastError();
 }
 
@@ -421,7 +457,12 @@ cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
                           const KernelParams& params, int grid, cudaStream_t stream) {
   cudaError_t e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
   if (e != cudaSuccess) return e;
-  KvSplitKernel<<<grid, kThreads, sizeof(SharedState), stream>>>(args, dev_args, params);
+  const size_t smem = PersistentSharedBytes(params.min_blocks);
+  if (params.min_blocks >= 3) {
+    KvSplitKernel<3><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  } else {
+    KvSplitKernel<2><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  }
   return cudaGetLastError();
 }
 

@@ -13,9 +13,7 @@ namespace topk::cuda {
 // The CTA's shared state (about 104 KiB: two CTAs per SM).
 struct __align__(16) SharedState {
   uint32_t hist[kCoarseBins];
-  uint32_t a[2 * kSmemCandidates];  // frontier A: indices, then keys
-  uint32_t b[2 * kSmemFrontier];    // frontier B: indices, then keys
-  uint32_t out[kSmemOutput];        // committed indices (K <= kSmemOutput)
+  uint32_t out[kSmemOutput];  // committed indices (K <= kSmemOutput)
   BoundaryScratch scratch;
   uint32_t count;      // admitted candidates
   uint32_t out_count;  // committed outputs
@@ -25,6 +23,13 @@ struct __align__(16) SharedState {
   float t0, t1;
   long long next_row;
 };
+
+// The frontiers' shared arrays follow the state in dynamic shared memory:
+// A (indices, keys) x smem_candidates, then B x smem_frontier; at the end of a
+// row the same bytes hold the output sort's 64-bit keys.
+__device__ __forceinline__ uint32_t* FrontierArena(SharedState& s) {
+  return reinterpret_cast<uint32_t*>(&s + 1);
+}
 
 // Refinement levels over the 64-bit composite key (key32 << 32 | index):
 // digits 11/11/10 of key32, then (deterministic mode only) 11/11/10 of the
