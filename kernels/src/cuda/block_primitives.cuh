@@ -25,12 +25,16 @@ struct Boundary {
 struct BoundaryScratch {
   uint32_t warp[32];
   uint32_t bin, below, in_bin, total;
+  uint32_t bin_b, below_b, in_bin_b;
 };
 
-// nbins is 2048 or 1024 (4 or 2 bins per thread). bin == nbins when the total
-// never reaches target. Synchronises on entry and exit.
-__device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins, uint32_t target,
-                                                 BoundaryScratch& s) {
+// Boundary search for two targets over the same histogram in one scan (the
+// proposal's q0 and q1). nbins is 2048 or 1024 (4 or 2 bins per thread). bin ==
+// nbins when the total never reaches the target. Synchronises on entry and
+// exit.
+__device__ __forceinline__ void FindBoundaries(const uint32_t* hist, int nbins, uint32_t target_a,
+                                               uint32_t target_b, BoundaryScratch& s, Boundary* ra,
+                                               Boundary* rb) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int per = nbins / kThreads;
   __syncthreads();
@@ -48,7 +52,10 @@ __device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins
     if (lane >= o) incl += y;
   }
   if (lane == 31) s.warp[warp] = incl;
-  if (tid == 0) s.bin = nbins, s.below = 0, s.in_bin = 0;
+  if (tid == 0) {
+    s.bin = nbins, s.below = 0, s.in_bin = 0;
+    s.bin_b = nbins, s.below_b = 0, s.in_bin_b = 0;
+  }
   __syncthreads();
   if (warp == 0) {
     const uint32_t w = lane < kWarps ? s.warp[lane] : 0u;
@@ -65,15 +72,28 @@ __device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins
   uint32_t run = s.warp[warp] + incl - sum;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    if (i < per && run < target && run + local[i] >= target) {
+    if (i < per && run < target_a && run + local[i] >= target_a) {
       s.bin = tid * per + i;
       s.below = run;
       s.in_bin = local[i];
     }
+    if (i < per && run < target_b && run + local[i] >= target_b) {
+      s.bin_b = tid * per + i;
+      s.below_b = run;
+      s.in_bin_b = local[i];
+    }
     run += local[i];
   }
   __syncthreads();
-  return Boundary{s.bin, s.below, s.in_bin, s.total};
+  *ra = Boundary{s.bin, s.below, s.in_bin, s.total};
+  *rb = Boundary{s.bin_b, s.below_b, s.in_bin_b, s.total};
+}
+
+__device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins, uint32_t target,
+                                                 BoundaryScratch& s) {
+  Boundary a, b;
+  FindBoundaries(hist, nbins, target, target, s, &a, &b);
+  return a;
 }
 
 // Warp-aggregated slot reservation: every lane calls it; lanes with pred get

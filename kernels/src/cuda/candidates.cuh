@@ -63,18 +63,17 @@ __device__ __forceinline__ float Lane(float4 v, int j) {
 __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, const Frontier& f,
                                            uint32_t* count, uint32_t* hist) {
   const int lane = threadIdx.x & 31;
-  const uint32_t cnt = __popc(m);
-  uint32_t incl = cnt;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const uint32_t y = __shfl_up_sync(kFullMask, incl, o);
-    if (lane >= o) incl += y;
-  }
-  const uint32_t total = __shfl_sync(kFullMask, incl, 31);
+  const uint32_t cnt = __popc(m);  // 0..4: three bit-planes give the warp prefix
+  const unsigned p0 = __ballot_sync(kFullMask, cnt & 1u);
+  const unsigned p1 = __ballot_sync(kFullMask, cnt & 2u);
+  const unsigned p2 = __ballot_sync(kFullMask, cnt & 4u);
+  const unsigned lt = (1u << lane) - 1u;
+  const uint32_t excl = __popc(p0 & lt) + 2u * __popc(p1 & lt) + 4u * __popc(p2 & lt);
+  const uint32_t total = __popc(p0) + 2u * __popc(p1) + 4u * __popc(p2);
   uint32_t base = 0;
-  if (lane == 31) base = atomicAdd(count, total);
-  base = __shfl_sync(kFullMask, base, 31);
-  uint32_t pos = base + incl - cnt;
+  if (lane == 0) base = atomicAdd(count, total);
+  base = __shfl_sync(kFullMask, base, 0);
+  uint32_t pos = base + excl;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     if ((m >> j) & 1u) {

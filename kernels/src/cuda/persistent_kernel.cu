@@ -112,8 +112,8 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
       SampleHistogram(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
       const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
       const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
-      const Boundary b0 = FindBoundary(s.hist, kCoarseBins, q0, s.scratch);
-      const Boundary b1 = FindBoundary(s.hist, kCoarseBins, q1, s.scratch);
+      Boundary b0, b1;
+      FindBoundaries(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
       if (b0.total >= q1) {
         if (tid < 64) {
           const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);

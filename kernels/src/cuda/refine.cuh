@@ -85,11 +85,13 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
       const bool eq = ok && d == b && !take_all;
       const bool keep = eq && !last;
       const bool tie = eq && last;  // equal keys (non-deterministic): any kk
-      const uint32_t ticket = WarpReserve(tie, &s.tie_count);
+      // last and store_next are block-uniform: skipped reservations skip
+      // their votes for the whole warp.
+      const uint32_t ticket = last ? WarpReserve(tie, &s.tie_count) : 0u;
       if (tie && ticket < kk) commit = true;
       const uint32_t slot = WarpReserve(commit, ro.out_count);
       if (commit) ro.out[slot] = idx;
-      const uint32_t next = WarpReserve(keep && store_next, &s.next_count);
+      const uint32_t next = store_next ? WarpReserve(keep, &s.next_count) : 0u;
       if (keep) {
         if (store_next) nxt.Put(next, idx, key);
         atomicAdd(&s.hist[LevelDigit(k64, j + 1)], 1u);
