@@ -23,6 +23,9 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
   echo "== the same suite on the 3-CTAs/SM kernel variant"
   TOPK_TEST_CTAS_PER_SM=3 timeout 240 "$bin/topk_cuda_test"
   echo "topk_cuda_test (3 CTAs/SM) rc=$?"
+  echo "== the same suite without L2 prefetch and KV-split"
+  TOPK_TEST_NO_PREFETCH=1 TOPK_TEST_NO_KV_SPLIT=1 timeout 240 "$bin/topk_cuda_test"
+  echo "topk_cuda_test (no prefetch, no kv-split) rc=$?"
 } >"$OUT/tests.log" 2>&1
 grep -E "PASSED|FAILED|rc=|^\[  FAILED" "$OUT/tests.log" | tail -20
 

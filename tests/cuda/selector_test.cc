@@ -153,9 +153,12 @@ class CudaSelectorTest : public ::testing::Test {
     }
   }
 
-  // TOPK_TEST_CTAS_PER_SM=3 runs the whole suite on the 3-CTAs/SM variant.
+  // TOPK_TEST_CTAS_PER_SM=3 runs the whole suite on the 3-CTAs/SM variant;
+  // TOPK_TEST_NO_PREFETCH / TOPK_TEST_NO_KV_SPLIT switch those features off.
   std::unique_ptr<CudaSelector> Make(CudaSelectorConfig c = {}) {
     if (const char* v = std::getenv("TOPK_TEST_CTAS_PER_SM")) c.ctas_per_sm_target = std::atoi(v);
+    if (std::getenv("TOPK_TEST_NO_PREFETCH")) c.l2_prefetch = false;
+    if (std::getenv("TOPK_TEST_NO_KV_SPLIT")) c.enable_kv_split = false;
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
@@ -245,6 +248,7 @@ TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
 // KV-split: few long rows, 2/4/8 CTAs per row; fallbacks (short rows, L <= K,
 // NaN, bad lengths, unusable views, underfill) on one CTA.
 TEST_F(CudaSelectorTest, KvSplitAllModes) {
+  if (std::getenv("TOPK_TEST_NO_KV_SPLIT")) GTEST_SKIP() << "KV-split switched off";
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   for (int64_t rows : {1, 8, 64}) {
@@ -295,6 +299,7 @@ TEST_F(CudaSelectorTest, KvSplitAllModes) {
 }
 
 TEST_F(CudaSelectorTest, KvSplitGraphReplay) {
+  if (std::getenv("TOPK_TEST_NO_KV_SPLIT")) GTEST_SKIP() << "KV-split switched off";
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   const int64_t cap = 8;
