@@ -1,6 +1,11 @@
 // topk-server: flags -> ServerOptions, then serve until SIGTERM/SIGINT and
-// drain. Signals are taken synchronously with sigwait on the main thread, so
-// no work happens inside a signal handler.
+// drain. The signal handler only writes the signal number to a pipe (async-
+// signal-safe); the main thread reads it and drains. A handler rather than
+// sigwait: libraries may start threads before main() could block signals, and
+// such a thread would take the default action (terminate) instead.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 
@@ -50,6 +55,29 @@ ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error")
 
 namespace {
 
+int shutdown_pipe[2] = {-1, -1};
+
+void OnShutdownSignal(int signal_number) {
+  const char byte = static_cast<char>(signal_number);
+  [[maybe_unused]] ssize_t n = write(shutdown_pipe[1], &byte, 1);
+}
+
+bool InstallShutdownHandler() {
+  if (pipe2(shutdown_pipe, O_CLOEXEC) != 0) return false;
+  struct sigaction action {};
+  action.sa_handler = OnShutdownSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  return sigaction(SIGTERM, &action, nullptr) == 0 && sigaction(SIGINT, &action, nullptr) == 0;
+}
+
+int WaitForShutdownSignal() {
+  char byte = 0;
+  while (read(shutdown_pipe[0], &byte, 1) != 1) {
+  }
+  return byte;
+}
+
 absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& text) {
   std::vector<int> out;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -72,13 +100,10 @@ int main(int argc, char** argv) {
     spdlog::warn("--keep_heap: the allocator refused; large requests will page-fault");
   }
 
-  // Block the shutdown signals before any thread starts, so every thread
-  // inherits the mask and only sigwait below receives them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  if (!InstallShutdownHandler()) {
+    spdlog::critical("cannot install the SIGTERM/SIGINT handler");
+    return EXIT_FAILURE;
+  }
 
   absl::StatusOr<std::vector<int>> ordinals = ParseOrdinals(absl::GetFlag(FLAGS_cuda_devices));
   if (!ordinals.ok()) {
@@ -116,8 +141,7 @@ int main(int argc, char** argv) {
     spdlog::critical("cannot start: {}", server.status().ToString());
     return EXIT_FAILURE;
   }
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  const int signal_number = WaitForShutdownSignal();
   spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown(absl::GetFlag(FLAGS_drain_deadline));
   return EXIT_SUCCESS;
