@@ -1,7 +1,9 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -84,8 +86,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.listen, *credentials, &server->port_);
   builder.RegisterService(server->service_.get());
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_recv_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(options.max_send_message_bytes));
+  // gRPC takes int sizes: 2 GiB - 1 at most.
+  const auto clamp = [](int64_t bytes) {
+    return static_cast<int>(std::clamp<int64_t>(bytes, 0, std::numeric_limits<int>::max()));
+  };
+  builder.SetMaxReceiveMessageSize(clamp(options.max_recv_message_bytes));
+  builder.SetMaxSendMessageSize(clamp(options.max_send_message_bytes));
   SetIntArg(builder, GRPC_ARG_KEEPALIVE_TIME_MS, options.keepalive_time_ms);
   SetIntArg(builder, GRPC_ARG_KEEPALIVE_TIMEOUT_MS, options.keepalive_timeout_ms);
   SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_IDLE_MS, options.max_connection_idle_ms);

@@ -4,6 +4,7 @@
 #include <bit>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -76,8 +77,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     credentials = grpc::InsecureChannelCredentials();
   }
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
-  args.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  const int max_bytes = static_cast<int>(
+      std::clamp<int64_t>(options.max_message_bytes, 0, std::numeric_limits<int>::max()));
+  args.SetMaxReceiveMessageSize(max_bytes);
+  args.SetMaxSendMessageSize(max_bytes);
   if (!options.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls_server_name);
   }
