@@ -5,7 +5,7 @@
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
-//                       [--stride S] [--run R] [--no-prefetch] [--no-kv-split]
+//                       [--stride S] [--run R] [--prefetch] [--kv-split]
 //                       [--ctas-per-sm 2|3]   (sampled
 //                       selector's options)
 #include <cuda_runtime.h>
@@ -163,12 +163,12 @@ int main(int argc, char** argv) {
       cfg.ctas_per_sm_target = std::atoi(argv[++i]);
       continue;
     }
-    if (!std::strcmp(argv[i], "--no-kv-split")) {
-      cfg.enable_kv_split = false;
+    if (!std::strcmp(argv[i], "--kv-split")) {
+      cfg.enable_kv_split = true;
       continue;
     }
-    if (!std::strcmp(argv[i], "--no-prefetch")) {
-      cfg.l2_prefetch = false;
+    if (!std::strcmp(argv[i], "--prefetch")) {
+      cfg.l2_prefetch = true;
       continue;
     }
     if (!std::strcmp(argv[i], "--run") && i + 1 < argc) {

@@ -60,18 +60,21 @@ TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {
   EXPECT_GT(p.workspace_bytes, MustPlan(kCudaMaxFastK, 512, 1 << 20).workspace_bytes);
 }
 
-TEST(CudaPlannerTest, FewLongRowsAreSplit) {
-  const Plan one = MustPlan(2048, 1, 1 << 20);
+TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {
+  EXPECT_EQ(MustPlan(2048, 1, 1 << 20).route, Route::kPersistentSampled);  // off by default
+  CudaSelectorConfig split;
+  split.enable_kv_split = true;
+  const Plan one = MustPlan(2048, 1, 1 << 20, split);
   EXPECT_EQ(one.route, Route::kKvSplitSampled);
   EXPECT_EQ(one.split, 8);
   EXPECT_EQ(one.grid, 8);
-  const Plan p64 = MustPlan(2048, 64, 1 << 20);
+  const Plan p64 = MustPlan(2048, 64, 1 << 20, split);
   EXPECT_EQ(p64.route, Route::kKvSplitSampled);
   EXPECT_EQ(p64.split, 4);
   EXPECT_EQ(p64.grid, 256);
-  EXPECT_EQ(MustPlan(2048, 132, 1 << 20).split, 2);
-  EXPECT_EQ(MustPlan(2048, 133, 1 << 20).route, Route::kPersistentSampled);
-  EXPECT_EQ(MustPlan(2048, 8, kCudaKvSplitMinWidth - 1).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 132, 1 << 20, split).split, 2);
+  EXPECT_EQ(MustPlan(2048, 133, 1 << 20, split).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 8, kCudaKvSplitMinWidth - 1, split).route, Route::kPersistentSampled);
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
   EXPECT_EQ(MustPlan(2048, 8, 1 << 20, no_split).route, Route::kPersistentSampled);

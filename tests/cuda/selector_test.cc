@@ -154,11 +154,10 @@ class CudaSelectorTest : public ::testing::Test {
   }
 
   // TOPK_TEST_CTAS_PER_SM=3 runs the whole suite on the 3-CTAs/SM variant;
-  // TOPK_TEST_NO_PREFETCH / TOPK_TEST_NO_KV_SPLIT switch those features off.
+  // TOPK_TEST_PREFETCH=1 with the L2 prefetch on (both off by default).
   std::unique_ptr<CudaSelector> Make(CudaSelectorConfig c = {}) {
     if (const char* v = std::getenv("TOPK_TEST_CTAS_PER_SM")) c.ctas_per_sm_target = std::atoi(v);
-    if (std::getenv("TOPK_TEST_NO_PREFETCH")) c.l2_prefetch = false;
-    if (std::getenv("TOPK_TEST_NO_KV_SPLIT")) c.enable_kv_split = false;
+    if (std::getenv("TOPK_TEST_PREFETCH")) c.l2_prefetch = true;
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
@@ -246,10 +245,17 @@ TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
 }
 
 // KV-split: few long rows, 2/4/8 CTAs per row; fallbacks (short rows, L <= K,
-// NaN, bad lengths, unusable views, underfill) on one CTA.
-TEST_F(CudaSelectorTest, KvSplitAllModes) {
-  if (std::getenv("TOPK_TEST_NO_KV_SPLIT")) GTEST_SKIP() << "KV-split switched off";
-  auto sel = Make();
+// NaN, bad lengths, unusable views, underfill) on one CTA. DISABLED_: the
+// kernel has not run on a GPU yet (it is off by default); run with
+// --gtest_also_run_disabled_tests to validate it before turning it on.
+CudaSelectorConfig KvSplitConfig() {
+  CudaSelectorConfig c;
+  c.enable_kv_split = true;
+  return c;
+}
+
+TEST_F(CudaSelectorTest, DISABLED_KvSplitAllModes) {
+  auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   for (int64_t rows : {1, 8, 64}) {
     for (Distribution d :
@@ -298,9 +304,8 @@ TEST_F(CudaSelectorTest, KvSplitAllModes) {
   ASSERT_OK(testing::VerifySelection(m.batch(), 2048, {}, out.data(), status.data()));
 }
 
-TEST_F(CudaSelectorTest, KvSplitGraphReplay) {
-  if (std::getenv("TOPK_TEST_NO_KV_SPLIT")) GTEST_SKIP() << "KV-split switched off";
-  auto sel = Make();
+TEST_F(CudaSelectorTest, DISABLED_KvSplitGraphReplay) {
+  auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   const int64_t cap = 8;
   auto plan = sel->MakePlan(ProblemShape{2048, cap, 150000, Layout::kPitched}, {});
@@ -490,7 +495,7 @@ TEST_F(CudaSelectorTest, CAbi) {
   topk_plan* plan = nullptr;
   ASSERT_EQ(topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan), TOPK_OK)
       << topk_last_error();
-  EXPECT_NE(std::string(topk_plan_explain(plan)).find("kv-split-sampled"), std::string::npos);
+  EXPECT_NE(std::string(topk_plan_explain(plan)).find("persistent-sampled"), std::string::npos);
   GeneratorSpec spec;
   spec.rows = 4;
   spec.width = 70000;
@@ -531,9 +536,6 @@ TEST_F(CudaSelectorTest, SanitizerSmall) {
     o.deterministic = true;
     o.sorted = true;
     Check(*sel, testing::Generate(spec), 256, o, "sanitizer");
-    spec.rows = 2;
-    spec.width = 70000;  // KV-split route
-    Check(*sel, testing::Generate(spec), 256, o, "sanitizer kv-split");
   }
 }
 

@@ -15,7 +15,8 @@ namespace topk {
 namespace {
 
 bool IsCudaRoute(Route r) {
-  return r == Route::kPersistentSampled || r == Route::kRowLocalExact || r == Route::kGeneralExact;
+  return r == Route::kPersistentSampled || r == Route::kRowLocalExact ||
+         r == Route::kGeneralExact || r == Route::kKvSplitSampled;
 }
 
 cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config, void* workspace) {
