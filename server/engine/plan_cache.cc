@@ -38,7 +38,9 @@ absl::StatusOr<const Plan*> PlanCache::Get(const PlanKey& key, const WorkerBacke
 
 absl::StatusOr<size_t> MaxWorkspaceBytes(const Selector& selector, const EngineLimits& limits) {
   size_t most = 0;
-  auto probe = [&](int32_t k, int64_t rows, int64_t width) -> absl::Status {
+  int64_t planned = 0;
+  absl::Status first_error;
+  auto probe = [&](int32_t k, int64_t rows, int64_t width) {
     for (bool sorted : {false, true}) {
       for (bool deterministic : {false, true}) {
         const ProblemShape shape{
@@ -46,14 +48,20 @@ absl::StatusOr<size_t> MaxWorkspaceBytes(const Selector& selector, const EngineL
         absl::StatusOr<Plan> plan =
             selector.MakePlan(shape, {.sorted = sorted, .deterministic = deterministic});
         if (!plan.ok()) {
-          return absl::Status(plan.status().code(),
-                              absl::StrCat("planning k=", k, " rows=", rows, " width=", width, ": ",
-                                           plan.status().message()));
+          // A bucket the backend cannot plan fails its own requests later
+          // (with this message); it must not keep the server from starting.
+          if (first_error.ok()) {
+            first_error =
+                absl::Status(plan.status().code(),
+                             absl::StrCat("planning k=", k, " rows=", rows, " width=", width, ": ",
+                                          plan.status().message()));
+          }
+          continue;
         }
+        ++planned;
         most = std::max(most, plan->workspace_bytes);
       }
     }
-    return absl::OkStatus();
   };
   // Every bucket the engine can form: K exact is too many to probe, so K is
   // probed at powers of two and at max_k; plans are monotone in K in both
@@ -61,13 +69,14 @@ absl::StatusOr<size_t> MaxWorkspaceBytes(const Selector& selector, const EngineL
   for (int64_t rows = 1;; rows = RoundUpPow2(rows * 2, limits.max_rows)) {
     for (int64_t width = 1;; width = RoundUpPow2(width * 2, limits.max_width)) {
       for (int64_t k = 1;; k = RoundUpPow2(k * 2, limits.max_k)) {
-        if (absl::Status s = probe(static_cast<int32_t>(k), rows, width); !s.ok()) return s;
+        probe(static_cast<int32_t>(k), rows, width);
         if (k >= limits.max_k) break;
       }
       if (width >= limits.max_width) break;
     }
     if (rows >= limits.max_rows) break;
   }
+  if (planned == 0) return first_error;
   return most;
 }
 
