@@ -1,7 +1,13 @@
 // End to end over loopback: the in-process server, the C++ client library,
 // and every answer checked by the exactness verifier.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "test_server.h"
@@ -188,11 +194,37 @@ TEST(ServerE2e, EchoIsOffUnlessEnabled) {
   EXPECT_EQ(*trimmed, "pay");
 }
 
+// One HTTP/1.0 GET over a plain socket: enough to read the scrape endpoint.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[4096];
+      for (ssize_t n; (n = read(fd, buffer, sizeof(buffer))) > 0;) reply.append(buffer, n);
+    }
+  }
+  close(fd);
+  return reply;
+}
+
 TEST(ServerE2e, MetricsPortServesPrometheusText) {
   ServerOptions options = SmallOptions();
   options.metrics_listen = "127.0.0.1:0";
   TestServer t = StartServer(options);
-  EXPECT_GT(t.server->metrics_port(), 0);
+  ASSERT_GT(t.server->metrics_port(), 0);
+  const tools::PackedRows rows = Rows(Distribution::kIndexer, 2, 500);
+  ASSERT_TRUE(t.client->Select(8, rows.view()).ok());
+  const std::string scrape = HttpGet(t.server->metrics_port(), "/metrics");
+  EXPECT_NE(scrape.find("200 OK"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("topk_requests_total 1"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("topk_latency_seconds_bucket{stage=\"total\""), std::string::npos);
+  EXPECT_NE(scrape.find("topk_queue_depth 0"), std::string::npos);
 }
 
 }  // namespace
