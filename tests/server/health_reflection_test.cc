@@ -33,7 +33,7 @@ TEST(Health, GoesNotServingWhenDraining) {
   EXPECT_EQ(response.status(), HealthCheckResponse::SERVING);
   // The watch itself is in flight, so the drain waits for it until the
   // deadline; meanwhile the watcher must see NOT_SERVING.
-  std::thread stopper([&] { t.server->Shutdown(absl::Seconds(2)); });
+  std::thread stopper([&] { t.server->Shutdown(absl::Seconds(10)); });
   ASSERT_TRUE(watch->Read(&response));
   EXPECT_EQ(response.status(), HealthCheckResponse::NOT_SERVING);
   context.TryCancel();
