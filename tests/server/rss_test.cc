@@ -26,7 +26,9 @@ TEST(ServerMemory, ResidentSetDoesNotGrowOverTenThousandRequests) {
     for (int i = 0; i < n; ++i) {
       absl::StatusOr<client::SelectResult> result = t.client->Select(request);
       ASSERT_TRUE(result.ok()) << result.status();
-      if (i % 1000 == 0) ASSERT_TRUE(tools::Verify(rows, 16, {}, *result).ok());
+      if (i % 1000 == 0) {
+        ASSERT_TRUE(tools::Verify(rows, 16, {}, *result).ok());
+      }
     }
   };
   run(1000);  // warm-up: plan cache, gRPC pools, allocator arenas

@@ -1,0 +1,212 @@
+#include "load_runner.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+
+namespace topk::tools {
+namespace {
+
+using topk::client::Client;
+using topk::client::SelectResult;
+using Clock = std::chrono::steady_clock;
+
+// Everything completions record; one per step.
+class Collector {
+ public:
+  Collector(const Workload& workload, Clock::time_point measure_from)
+      : workload_(workload), measure_from_(measure_from) {
+    latencies_.reserve(1 << 16);
+  }
+
+  void Record(const absl::StatusOr<SelectResult>& result, size_t variant) {
+    const bool measured = Clock::now() >= measure_from_;
+    completed_.fetch_add(1, std::memory_order_relaxed);
+    bool verified = false, exact = true;
+    if (result.ok() && workload_.verify_every > 0 &&
+        verify_counter_.fetch_add(1) % workload_.verify_every == 0) {
+      verified = true;
+      const topk::SelectOptions options{.sorted = workload_.options.sorted,
+                                        .deterministic = workload_.options.deterministic};
+      const absl::Status v = Verify(workload_.rows[variant], workload_.k, options, *result);
+      exact = v.ok();
+      if (!exact) {
+        absl::MutexLock lock(&mu_);
+        if (first_error_.empty()) first_error_ = std::string(v.message());
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    if (!result.ok()) {
+      ++errors_;
+      if (first_error_.empty()) first_error_ = result.status().ToString();
+      return;
+    }
+    if (verified) {
+      ++verified_;
+      inexact_ += !exact;
+    }
+    if (!measured) return;
+    latencies_.push_back(result->client_us);
+    ++requests_;
+    rows_ += result->num_rows;
+    score_bytes_ += workload_.rows[variant].bytes();
+    server_total_ += result->server.total_us;
+    server_queue_ += result->server.queue_us;
+    server_device_ += result->server.device_us;
+  }
+
+  void Drop() {
+    absl::MutexLock lock(&mu_);
+    ++errors_;
+    if (first_error_.empty()) first_error_ = "dropped: --max_outstanding requests in flight";
+  }
+
+  int64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+
+  StepResult Finish(std::string mode, double setting, double seconds) {
+    absl::MutexLock lock(&mu_);
+    StepResult step{.mode = std::move(mode),
+                    .setting = setting,
+                    .seconds = seconds,
+                    .requests = requests_,
+                    .errors = errors_,
+                    .verified = verified_,
+                    .inexact = inexact_,
+                    .rows = rows_,
+                    .score_bytes = score_bytes_,
+                    .first_error = first_error_};
+    if (requests_ > 0) {
+      step.server_total_us = static_cast<double>(server_total_) / requests_;
+      step.server_queue_us = static_cast<double>(server_queue_) / requests_;
+      step.server_device_us = static_cast<double>(server_device_) / requests_;
+    }
+    Summarize(latencies_, step);
+    return step;
+  }
+
+ private:
+  const Workload& workload_;
+  Clock::time_point measure_from_;
+  std::atomic<int64_t> completed_{0};
+  std::atomic<int64_t> verify_counter_{0};
+  absl::Mutex mu_;
+  std::vector<int64_t> latencies_;
+  int64_t requests_ = 0, errors_ = 0, verified_ = 0, inexact_ = 0, rows_ = 0, score_bytes_ = 0;
+  int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0;
+  std::string first_error_;
+};
+
+// "\r[concurrency 4] 3.2 s  812 done  254 req/s" on stderr while a step runs.
+class Progress {
+ public:
+  Progress(bool enabled, std::string label, const Collector& collector)
+      : label_(std::move(label)), collector_(collector) {
+    if (!enabled) return;
+    thread_ = std::thread([this] {
+      const auto start = Clock::now();
+      while (!stop_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        const double s = std::chrono::duration<double>(Clock::now() - start).count();
+        const int64_t n = collector_.completed();
+        std::fprintf(stderr, "\r[%s] %5.1f s  %8lld done  %8.1f req/s   ", label_.c_str(), s,
+                     static_cast<long long>(n), n / s);
+      }
+      std::fprintf(stderr, "\r%*s\r", 70, "");
+    });
+  }
+  ~Progress() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::string label_;
+  const Collector& collector_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant) {
+  if (w.stream) {
+    return client.SelectStreaming(w.k, w.rows[variant].view(), w.options, w.chunk_bytes);
+  }
+  return client.Select(*w.requests[variant], w.options);
+}
+
+}  // namespace
+
+StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
+                          std::vector<std::unique_ptr<Client>>& clients, int concurrency) {
+  const double warmup = timing.warmup_s;
+  const double duration = timing.duration_s;
+  const auto start = Clock::now();
+  const auto measure_from =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
+  const auto stop_at = measure_from + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(duration));
+  Collector collector(w, measure_from);
+  Progress progress(timing.progress, absl::StrFormat("concurrency %d", concurrency), collector);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < concurrency; ++c) {
+    threads.emplace_back([&, c] {
+      for (size_t i = c; Clock::now() < stop_at; ++i) {
+        const size_t variant = i % w.rows.size();
+        collector.Record(CallOnce(*clients[c], w, variant), variant);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double measured = std::chrono::duration<double>(Clock::now() - measure_from).count();
+  return collector.Finish("concurrency", concurrency, measured);
+}
+
+StepResult RunRate(const Workload& w, const StepTiming& timing,
+                   std::vector<std::unique_ptr<Client>>& clients, double rate,
+                   int max_outstanding) {
+  const double warmup = timing.warmup_s;
+  const double duration = timing.duration_s;
+  const auto start = Clock::now();
+  const auto measure_from =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
+  const auto stop_at = measure_from + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(duration));
+  Collector collector(w, measure_from);
+  Progress progress(timing.progress, absl::StrFormat("rate %g/s", rate), collector);
+  std::atomic<int> outstanding{0};
+  const auto interval =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
+  size_t i = 0;
+  for (auto next = start; next < stop_at; next += interval, ++i) {
+    std::this_thread::sleep_until(next);
+    if (outstanding.load() >= max_outstanding) {
+      collector.Drop();
+      continue;
+    }
+    const size_t variant = i % w.rows.size();
+    Client& client = *clients[i % clients.size()];
+    ++outstanding;
+    if (w.stream) {
+      // Streaming has no async form in the client library: a short-lived
+      // thread per call keeps the schedule open-loop.
+      std::thread([&, variant] {
+        collector.Record(CallOnce(client, w, variant), variant);
+        --outstanding;
+      }).detach();
+    } else {
+      client.SelectAsync(w.requests[variant], w.options,
+                         [&collector, &outstanding, variant](absl::StatusOr<SelectResult> r) {
+                           collector.Record(r, variant);
+                           --outstanding;
+                         });
+    }
+  }
+  while (outstanding.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const double measured = std::chrono::duration<double>(stop_at - measure_from).count();
+  return collector.Finish("rate", rate, measured);
+}
+
+}  // namespace topk::tools
