@@ -52,7 +52,7 @@ class TopKClient:
     """A channel to one topk-server; safe to share between threads."""
 
     def __init__(self, target: str = "127.0.0.1:50051", *, credentials=None,
-                 max_message_bytes: int = 256 << 20):
+                 max_message_bytes: int = 1 << 30):
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes)]
         if credentials is None:

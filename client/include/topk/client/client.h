@@ -61,7 +61,7 @@ struct ClientOptions {
   bool tls = false;
   std::string root_certs_pem;
   std::string tls_server_name;  // override the name checked in the server certificate
-  int64_t max_message_bytes = int64_t{256} << 20;
+  int64_t max_message_bytes = int64_t{1} << 30;
 };
 
 class Client {
