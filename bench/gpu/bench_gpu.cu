@@ -5,7 +5,7 @@
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
-//                       [--stride S] [--run R] [--prefetch] [--kv-split]
+//                       [--stride S] [--run R] [--prefetch] [--no-kv-split]
 //                       [--ctas-per-sm 2|3]   (sampled
 //                       selector's options)
 #include <cuda_runtime.h>
@@ -163,8 +163,8 @@ int main(int argc, char** argv) {
       cfg.ctas_per_sm_target = std::atoi(argv[++i]);
       continue;
     }
-    if (!std::strcmp(argv[i], "--kv-split")) {
-      cfg.enable_kv_split = true;
+    if (!std::strcmp(argv[i], "--no-kv-split")) {
+      cfg.enable_kv_split = false;
       continue;
     }
     if (!std::strcmp(argv[i], "--prefetch")) {
@@ -338,10 +338,10 @@ int main(int argc, char** argv) {
     results.push_back(row);
     std::printf(
         "M=%5lld N=%7lld ours %.4f ms  floor %.4f  x%.2f  exact %.4f  scan %.4f  band %.3f "
-        "exact %.3f cands %.0f  bad %lld\n",
+        "exact %.3f cands %.0f  bad %lld  us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
         static_cast<long long>(m), static_cast<long long>(n), row.ours, row.floor,
         row.ours / row.floor, row.exact, row.scan, row.band_rate, row.exact_rate, row.mean_cands,
-        row.bad);
+        row.bad, row.us_proposal, row.us_admit, row.us_refine, row.us_finalize);
     std::fflush(stdout);
   }
 

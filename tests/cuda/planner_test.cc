@@ -61,7 +61,7 @@ TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {
 }
 
 TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {
-  EXPECT_EQ(MustPlan(2048, 1, 1 << 20).route, Route::kPersistentSampled);  // off by default
+  EXPECT_EQ(MustPlan(2048, 1, 1 << 20).route, Route::kKvSplitSampled);  // on by default
   CudaSelectorConfig split;
   split.enable_kv_split = true;
   const Plan one = MustPlan(2048, 1, 1 << 20, split);

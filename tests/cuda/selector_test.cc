@@ -245,16 +245,14 @@ TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
 }
 
 // KV-split: few long rows, 2/4/8 CTAs per row; fallbacks (short rows, L <= K,
-// NaN, bad lengths, unusable views, underfill) on one CTA. DISABLED_: the
-// kernel has not run on a GPU yet (it is off by default); run with
-// --gtest_also_run_disabled_tests to validate it before turning it on.
+// NaN, bad lengths, unusable views, underfill) on one CTA.
 CudaSelectorConfig KvSplitConfig() {
   CudaSelectorConfig c;
   c.enable_kv_split = true;
   return c;
 }
 
-TEST_F(CudaSelectorTest, DISABLED_KvSplitAllModes) {
+TEST_F(CudaSelectorTest, KvSplitAllModes) {
   auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   for (int64_t rows : {1, 8, 64}) {
@@ -304,7 +302,7 @@ TEST_F(CudaSelectorTest, DISABLED_KvSplitAllModes) {
   ASSERT_OK(testing::VerifySelection(m.batch(), 2048, {}, out.data(), status.data()));
 }
 
-TEST_F(CudaSelectorTest, DISABLED_KvSplitGraphReplay) {
+TEST_F(CudaSelectorTest, KvSplitGraphReplay) {
   auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   const int64_t cap = 8;
@@ -394,22 +392,66 @@ TEST_F(CudaSelectorTest, StridePeriodicRowsRescueAndRecover) {
 
 // Constant, all -inf and one-bin rows of 1M: the frontier exceeds every store
 // and refinement re-scans the row.
+// Both the KV-split kernel (3 rows: the default plan) and the persistent one.
 TEST_F(CudaSelectorTest, DegenerateLongRowsRescan) {
-  auto sel = Make();
-  ASSERT_NE(sel, nullptr);
-  for (Distribution d :
-       {Distribution::kConstant, Distribution::kAllMinusInf, Distribution::kOneBinCluster}) {
-    GeneratorSpec spec;
-    spec.distribution = d;
-    spec.rows = 3;
-    spec.width = 1 << 20;
-    const ScoreMatrix m = testing::Generate(spec);
-    SelectOptions o;
-    o.deterministic = true;
-    Check(*sel, m, 2048, o, std::string(testing::DistributionName(d)));
-    Check(*sel, m, 4096, {}, std::string(testing::DistributionName(d)) + " nondet");
-    if (HasFatalFailure()) return;
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;
+  for (bool split : {true, false}) {
+    auto sel = split ? Make() : Make(no_split);
+    ASSERT_NE(sel, nullptr);
+    for (Distribution d :
+         {Distribution::kConstant, Distribution::kAllMinusInf, Distribution::kOneBinCluster}) {
+      GeneratorSpec spec;
+      spec.distribution = d;
+      spec.rows = 3;
+      spec.width = 1 << 20;
+      const ScoreMatrix m = testing::Generate(spec);
+      SelectOptions o;
+      o.deterministic = true;
+      const std::string what =
+          std::string(testing::DistributionName(d)) + (split ? " kv-split" : " persistent");
+      Check(*sel, m, 2048, o, what);
+      Check(*sel, m, 4096, {}, what + " nondet");
+      if (HasFatalFailure()) return;
+    }
   }
+}
+
+// The main pass gives each warp a private segment of the shared store; a
+// row whose large values all fall in warp 0's chunks (positions p with
+// p mod 2048 < 128 on 16-byte aligned rows) overflows that segment into the
+// CTA's global slice while the other segments stay empty. Sampled route, band
+// and exact routes (K = 4096, sampling off), all bit-identical to the
+// reference in deterministic mode.
+TEST_F(CudaSelectorTest, WarpSegmentOverflowToGlobalSlice) {
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kIndexer;
+  spec.rows = 6;
+  spec.width = 262144;
+  spec.seed = 4242;
+  ScoreMatrix m = testing::Generate(spec);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> big(100.f, 200.f);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t p = 0; p < m.width; ++p) {
+      if (p % 2048 < 128) m.scores[r * m.pitch + p] = big(rng);
+    }
+  }
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;
+  auto sampled = Make(no_split);
+  CudaSelectorConfig off;
+  off.enable_sampling = false;
+  auto exact = Make(off);
+  ASSERT_TRUE(sampled && exact);
+  SelectOptions o;
+  o.deterministic = true;
+  Check(*sampled, m, 2048, o, "warp 0 overflow, sampled");
+  EXPECT_EQ(last_stats_.sampled, m.rows);
+  EXPECT_GT(last_stats_.candidates, 2048 * m.rows);
+  Check(*sampled, m, 2048, {}, "warp 0 overflow, sampled, non-deterministic");
+  Check(*exact, m, 4096, o, "warp 0 overflow, exact route");
+  Check(*exact, m, 4096, {}, "warp 0 overflow, exact route, non-deterministic");
 }
 
 TEST_F(CudaSelectorTest, NanRowsAndBadLengths) {
@@ -495,7 +537,8 @@ TEST_F(CudaSelectorTest, CAbi) {
   topk_plan* plan = nullptr;
   ASSERT_EQ(topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan), TOPK_OK)
       << topk_last_error();
-  EXPECT_NE(std::string(topk_plan_explain(plan)).find("persistent-sampled"), std::string::npos);
+  // 4 rows of 70000: few long rows, split over several CTAs.
+  EXPECT_NE(std::string(topk_plan_explain(plan)).find("kv-split-sampled"), std::string::npos);
   GeneratorSpec spec;
   spec.rows = 4;
   spec.width = 70000;

@@ -48,10 +48,9 @@ struct CudaSelectorConfig {
   // Off by default: measured slower on every shape >= 256K (bench/NOTES.md).
   bool l2_prefetch = false;
   // Few long rows (M_cap * 2 <= resident CTAs, N_cap >= kCudaKvSplitMinWidth):
-  // the KV-split sampled kernel, 2/4/8 CTAs per row. Off by default: written
-  // and unit-tested on the host side, but not yet run on a GPU (see
-  // docs/kernels.md); turn on only after tests/cuda's KvSplit* tests pass.
-  bool enable_kv_split = false;
+  // the KV-split sampled kernel, 2/4/8 CTAs per row (measured 1.1-2.5x faster
+  // than one CTA per row for M <= 64, bench/NOTES.md).
+  bool enable_kv_split = true;
   // Kernel variant: 2 CTAs/SM (104 KiB shared, 64 registers, 4 loads in
   // flight per thread) or 3 (64 KiB, 40 registers, 2 loads in flight; more
   // CTAs to hide each row's latency-bound phases).

@@ -47,18 +47,18 @@ struct KernelParams {
   int64_t row_entries = 0;  // candidate entries per row buffer
 };
 
-// KV-split per-row state, laid out as [max_rows headers][max_rows histograms]
-// [max_rows candidate buffers]; headers and histograms are zeroed before
-// every launch (one memset of RowStateZeroBytes).
+// KV-split per-row state, laid out as [max_rows headers][max_rows candidate
+// buffers]; the headers are zeroed before every launch (one memset of
+// RowStateZeroBytes). The finisher builds the level-0 histogram from the
+// candidates themselves, so no per-row histogram is kept.
 struct RowHeader {
   uint32_t arrival;  // segment CTAs done
   uint32_t count;    // admitted candidates
   uint32_t nan;
   uint32_t pad;
 };
-inline constexpr int64_t kRowHistBytes = 2048 * 4;
 constexpr int64_t RowStateZeroBytes(int64_t max_rows) {
-  return max_rows * (static_cast<int64_t>(sizeof(RowHeader)) + kRowHistBytes);
+  return max_rows * static_cast<int64_t>(sizeof(RowHeader));
 }
 inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries) {
   return (RowStateZeroBytes(max_rows) + max_rows * 8 * row_entries + 255) / 256 * 256;

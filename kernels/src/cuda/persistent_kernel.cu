@@ -38,6 +38,40 @@ __device__ __noinline__ void FillEmpty(int32_t* out_row, uint32_t k) {
   for (uint32_t i = threadIdx.x; i < k; i += kThreads) out_row[i] = -1;
 }
 
+// The main admission pass at cutoff t: warp segments, then compaction and the
+// level-0 histogram of the shared entries. On entry s.spill and s.hist are
+// zero (with a barrier since); on exit s.count is the admitted count (shared
+// + global) and the shared part holds s.warp_count[kWarps] entries.
+template <int kU>
+__device__ __forceinline__ void AdmitMain(SharedState& s, const float* __restrict__ row, uint32_t L,
+                                          float t, const Frontier& fa, bool prefetch) {
+  AdmitToSegments<kU>(row, L, t, fa, s.warp_count, &s.spill, &s.nan, prefetch);
+  const uint32_t shared = CompactSegments(fa, s.warp_count, s.hist);
+  if (threadIdx.x == 0) s.count = shared + s.spill;
+  __syncthreads();
+}
+
+// The admitted set as one frontier: the compacted shared part, then the
+// global slice (the main pass's spill, then the band's entries).
+__device__ __forceinline__ Frontier AdmittedView(const SharedState& s, const Frontier& fa) {
+  return Frontier{fa.s_idx, fa.s_key, s.warp_count[kWarps], fa.g_idx, fa.g_key, fa.g_cap};
+}
+
+// Completes the level-0 histogram (the shared part is counted by
+// CompactSegments): the stored global entries, or, for a frontier larger than
+// its stores, a re-scan of the row.
+__device__ __noinline__ void FinishLevel0Hist(SharedState& s, const float* __restrict__ row,
+                                              uint32_t L, float cut, const Frontier& view,
+                                              uint32_t C) {
+  if (C <= view.capacity()) {
+    FrontierDigitHist(view, view.s_cap, C, s.hist);
+  } else {
+    ClearHist(s);
+    __syncthreads();
+    RescanDigitHist(row, L, cut, s.hist);
+  }
+}
+
 // Exact coarse recovery: the coarse bin tau* whose prefix reaches K over the
 // whole row gives a cutoff that certifies by construction. Leaves the admitted
 // set in fa / s.hist like the sampled pass. Returns the cutoff.
@@ -45,7 +79,7 @@ template <int kU>
 __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __restrict__ row,
                                               uint32_t L, uint32_t k, const Frontier& fa) {
   ClearHist(s);
-  if (threadIdx.x == 0) s.count = 0u;
+  if (threadIdx.x == 0) s.count = 0u, s.spill = 0u;
   __syncthreads();
   CoarseHistPass(row, L, s.hist, &s.nan);
   const Boundary bd = FindBoundary(s.hist, kCoarseBins, k, s.scratch);
@@ -57,8 +91,7 @@ __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __res
   ClearHist(s);
   __syncthreads();
   const float cut = s.t0;
-  AdmitPass<false, false, kU>(row, L, cut, 0.f, fa, &s.count, s.hist, &s.nan, false);
-  __syncthreads();
+  AdmitMain<kU>(s, row, L, cut, fa, false);
   return cut;
 }
 
@@ -79,7 +112,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
-  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u;
+  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u;
   ClearHist(s);
   __syncthreads();
   // Phase timers (tid 0's clock after each phase's closing barrier).
@@ -124,8 +157,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
         __syncthreads();
         lap(kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        AdmitPass<false, false, kU>(row, L, t0, 0.f, fa, &s.count, s.hist, &s.nan, p.prefetch != 0);
-        __syncthreads();
+        AdmitMain<kU>(s, row, L, t0, fa, p.prefetch != 0);
         if (!s.nan) {
           if (s.count >= k) {
             need_exact = false;
@@ -133,7 +165,8 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
             if (tid == 0) AddStat(p, kCertified, 1);
           } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
-            AdmitPass<true, false, kU>(row, L, t1, t0, fa, &s.count, s.hist, &s.nan, false);
+            AdmitPass<true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count, &s.nan,
+                                       false);
             __syncthreads();
             if (s.count >= k) {
               need_exact = false;
@@ -152,7 +185,9 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     lap(kCyclesAdmit);
     if (!s.nan) {
       const uint32_t C = s.count;
-      const uint32_t rescans = Refine(s, row, L, cut, C, fa, fb, k, p.deterministic != 0,
+      const Frontier view = AdmittedView(s, fa);
+      FinishLevel0Hist(s, row, L, cut, view, C);
+      const uint32_t rescans = Refine(s, row, L, cut, C, view, fb, k, p.deterministic != 0,
                                       RefineOut{out_buf, &s.out_count});
       if (tid == 0) {
         AddStat(p, kRows, 1);
@@ -218,9 +253,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 
 // Sampled KV-split (DESIGN section 3): `split` CTAs per row. Every segment
 // CTA rebuilds the same view and cutoff from the row id, certifies its
-// contiguous segment into the row's shared candidate buffer (global count,
-// per-CTA histogram flushed to the row histogram), and the last to arrive
-// (row-local arrival counter) refines the aggregate like the one-CTA path.
+// contiguous segment into the row's shared candidate buffer (global count),
+// and the last to arrive
+// (row-local arrival counter) builds the level-0 histogram from the row's
+// candidate buffer and refines it like the one-CTA path.
 // Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
 // to SelectRow on one CTA, which is exact on its own.
 template <int kMinBlocks>
@@ -259,10 +295,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                          ? a.scores + r * a.pitch
                          : a.scores + a.row_offsets[r];
   auto* headers = reinterpret_cast<RowHeader*>(p.row_state);
-  auto* hists = reinterpret_cast<uint32_t*>(p.row_state + p.max_rows * sizeof(RowHeader));
   auto* bufs = reinterpret_cast<uint32_t*>(p.row_state + RowStateZeroBytes(p.max_rows));
   RowHeader& rh = headers[r];
-  uint32_t* row_hist = hists + r * 2048;
   const uint32_t ge = static_cast<uint32_t>(p.row_entries);
   uint32_t* row_buf = bufs + r * 2 * p.row_entries;
   const Frontier shared_front{nullptr, nullptr, 0, row_buf, row_buf + ge, ge};
@@ -291,12 +325,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
   const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
   if (beg < end) {
-    AdmitPass<false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count, s.hist,
-                               &rh.nan, p.prefetch != 0, beg);
-  }
-  __syncthreads();
-  for (uint32_t i = tid; i < kCoarseBins; i += kThreads) {
-    if (s.hist[i] != 0u) atomicAdd(&row_hist[i], s.hist[i]);
+    AdmitPass<false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count, &rh.nan,
+                               p.prefetch != 0, beg);
   }
   __threadfence();
   __syncthreads();
@@ -316,7 +346,13 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
-  for (uint32_t i = tid; i < kCoarseBins; i += kThreads) s.hist[i] = __ldcg(&row_hist[i]);
+  // s.hist is still zero (cleared before the segment pass): the level-0
+  // histogram of every segment's candidates.
+  if (C <= shared_front.capacity()) {
+    FrontierDigitHist(shared_front, 0, C, s.hist);
+  } else {
+    RescanDigitHist(row, L, t0, s.hist);
+  }
   if (tid == 0) {
     s.out_count = 0u;
     AddStat(p, kSampled, 1);
@@ -455,7 +491,11 @@ cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
 
 cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
                           const KernelParams& params, int grid, cudaStream_t stream) {
-  cudaError_t e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
+  // The row claim counters are unused here but zeroed too: every launch
+  // leaves them 0 (the workspace contract the tests check).
+  cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+  if (e != cudaSuccess) return e;
+  e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
   if (e != cudaSuccess) return e;
   const size_t smem = PersistentSharedBytes(params.min_blocks);
   if (params.min_blocks >= 3) {

@@ -15,7 +15,11 @@ struct __align__(16) SharedState {
   uint32_t hist[kCoarseBins];
   uint32_t out[kSmemOutput];  // committed indices (K <= kSmemOutput)
   BoundaryScratch scratch;
-  uint32_t count;      // admitted candidates
+  uint32_t count;  // admitted candidates
+  uint32_t spill;  // main pass: candidates in the CTA's global slice
+  // Main pass: per-warp segment counts, then their exclusive prefix with the
+  // shared total S at [kWarps] (CompactSegments).
+  uint32_t warp_count[kWarps + 1];
   uint32_t out_count;  // committed outputs
   uint32_t next_count;
   uint32_t tie_count;
@@ -50,7 +54,9 @@ struct RefineOut {
 
 // Refines the admitted set {x >= cut} of the row (count C, level-0 histogram in
 // s.hist, stored in fa when C <= fa.capacity()) down to exactly K committed
-// indices. A level whose frontier did not fit its store re-scans the row with
+// indices. fa may be a view with a short shared part (the compacted warp
+// segments); it is also the store of levels 2 and 4, read and written through
+// the same positions. A level whose frontier did not fit its store re-scans the row with
 // the key-prefix filter. Returns the number of re-scanned levels.
 __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict__ row, uint32_t L,
                                         float cut, uint32_t C, const Frontier fa, const Frontier fb,
