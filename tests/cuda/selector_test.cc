@@ -454,6 +454,40 @@ TEST_F(CudaSelectorTest, WarpSegmentOverflowToGlobalSlice) {
   Check(*exact, m, 4096, {}, "warp 0 overflow, exact route, non-deterministic");
 }
 
+// Refinement starts below the key bits every candidate shares: rows whose
+// values differ only in their low 12 bits (two key levels: 11 + 1 bits) or 8
+// bits (capped at one 11-bit key level; heavy ties), on both kernels, all
+// modes, bit-identical to the reference in deterministic mode.
+TEST_F(CudaSelectorTest, NarrowValueRangesShareKeyPrefixes) {
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;
+  for (int low_bits : {12, 8}) {
+    GeneratorSpec spec;
+    spec.rows = 8;
+    spec.width = 100000;
+    spec.seed = 31 + low_bits;
+    ScoreMatrix m = testing::Generate(spec);
+    std::mt19937 rng(low_bits);
+    for (float& x : m.scores) {
+      const uint32_t bits = 0x447A0000u + (rng() & ((1u << low_bits) - 1u));  // 1000.0f + ulps
+      std::memcpy(&x, &bits, sizeof(x));
+    }
+    for (bool split : {true, false}) {
+      auto sel = split ? Make() : Make(no_split);
+      ASSERT_NE(sel, nullptr);
+      for (int mode = 0; mode < 4; ++mode) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        Check(*sel, m, 2048, o,
+              "low bits " + std::to_string(low_bits) + (split ? " kv-split" : " persistent") +
+                  " mode " + std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST_F(CudaSelectorTest, NanRowsAndBadLengths) {
   auto sel = Make();
   ASSERT_NE(sel, nullptr);

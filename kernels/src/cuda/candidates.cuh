@@ -93,7 +93,7 @@ __device__ __forceinline__ uint32_t WarpPrefix4(uint32_t cnt, uint32_t* total) {
 // slots. Used by the band pass and the KV-split segments (cold or
 // cross-CTA); the main pass uses AppendQuadToSegment.
 __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, const Frontier& f,
-                                           uint32_t* count) {
+                                           uint32_t* count, uint32_t& min_key) {
   uint32_t total;
   const uint32_t excl = WarpPrefix4(__popc(m), &total);
   uint32_t base = 0;
@@ -101,8 +101,20 @@ __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, 
   uint32_t pos = __shfl_sync(kFullMask, base, 0) + excl;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    if ((m >> j) & 1u) f.Put(pos++, idx0 + j, Key32(Lane(v, j)));
+    if ((m >> j) & 1u) {
+      const uint32_t key = Key32(Lane(v, j));
+      min_key = min(min_key, key);
+      f.Put(pos++, idx0 + j, key);
+    }
   }
+}
+
+// Publishes the smallest admitted key of the warp (the largest value) as
+// atomicMax of its complement, so a zeroed word means "none yet". Every lane
+// of the warp must call it.
+__device__ __forceinline__ void PublishMinKey(uint32_t min_key, uint32_t* neg_min_key) {
+  const uint32_t w = __reduce_min_sync(kFullMask, min_key);
+  if ((threadIdx.x & 31) == 0 && w != 0xFFFFFFFFu) atomicMax(neg_min_key, ~w);
 }
 
 // The main pass's append: each warp owns a private segment of the shared
@@ -112,7 +124,7 @@ __device__ __forceinline__ void AppendQuad(float4 v, uint32_t idx0, unsigned m, 
 // past the slice are dropped and the count shows it).
 __device__ __forceinline__ void AppendQuadToSegment(float4 v, uint32_t idx0, unsigned m,
                                                     const Frontier& f, uint32_t seg, uint32_t& n,
-                                                    uint32_t* spill) {
+                                                    uint32_t* spill, uint32_t& min_key) {
   uint32_t total;
   const uint32_t excl = WarpPrefix4(__popc(m), &total);
   const uint32_t warp = threadIdx.x >> 5;
@@ -121,8 +133,10 @@ __device__ __forceinline__ void AppendQuadToSegment(float4 v, uint32_t idx0, uns
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       if ((m >> j) & 1u) {
+        const uint32_t key = Key32(Lane(v, j));
+        min_key = min(min_key, key);
         f.s_idx[pos] = idx0 + j;
-        f.s_key[pos] = Key32(Lane(v, j));
+        f.s_key[pos] = key;
         ++pos;
       }
     }
@@ -135,9 +149,11 @@ __device__ __forceinline__ void AppendQuadToSegment(float4 v, uint32_t idx0, uns
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     if ((m >> j) & 1u) {
+      const uint32_t key = Key32(Lane(v, j));
+      min_key = min(min_key, key);
       if (pos < f.g_cap) {
         f.g_idx[pos] = idx0 + j;
-        f.g_key[pos] = Key32(Lane(v, j));
+        f.g_key[pos] = key;
       }
       ++pos;
     }
@@ -149,35 +165,41 @@ __device__ __forceinline__ void AppendQuadToSegment(float4 v, uint32_t idx0, uns
 // slice, and flagging NaN. The compare is on raw floats: the cutoffs come
 // from CoarseCutoff, so the admitted set is exactly a union of coarse bins.
 // No digit histogram here: CompactSegments builds it from the stored keys.
-// Writes each warp's segment count to warp_count[warp] and the global
-// entries' count to *spill (zeroed by the caller).
+// Writes each warp's segment count to warp_count[warp], the global entries'
+// count to *spill and the smallest admitted key to *neg_min_key
+// (PublishMinKey; both zeroed by the caller).
 template <int kUnroll>
 __device__ __noinline__ void AdmitToSegments(const float* __restrict__ row, uint32_t L, float lo,
                                              const Frontier f, uint32_t* warp_count,
-                                             uint32_t* spill, uint32_t* nan_flag, bool prefetch) {
+                                             uint32_t* spill, uint32_t* neg_min_key,
+                                             uint32_t* nan_flag, bool prefetch) {
   unsigned nan = 0;
   uint32_t n = 0;  // warp-uniform
+  uint32_t min_key = 0xFFFFFFFFu;
   const uint32_t seg = f.s_cap / kWarps;
   StreamRow<kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         const unsigned m = AtLeastMask(v, lo) & valid;
         nan |= NanMask(v) & valid;
-        if (__any_sync(kFullMask, m != 0)) AppendQuadToSegment(v, idx0, m, f, seg, n, spill);
+        if (__any_sync(kFullMask, m != 0)) {
+          AppendQuadToSegment(v, idx0, m, f, seg, n, spill, min_key);
+        }
       },
       prefetch);
   if ((threadIdx.x & 31) == 0) warp_count[threadIdx.x >> 5] = n;
+  PublishMinKey(min_key, neg_min_key);
   if (nan) *nan_flag = 1u;
 }
 
 // Moves the warp segments [w * seg, w * seg + n_w) of f's shared part to its
-// front ([0, S)), counting the leading key digit of every entry into hist
-// (AggregatedCount: the candidates share one or two digit-0 bins).
+// front ([0, S)), counting the level-0 digit of every entry, the 11 key bits
+// above bit shift0 (see Level0Shift), into hist (AggregatedCount).
 // warp_count holds kWarps + 1 entries: the counts n_w on entry, their
 // exclusive prefix (and S at [kWarps]) on exit. Every entry is read before any
 // is written (entries only move down). Returns S. Synchronises on entry and
 // exit.
-__device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* warp_count,
+__device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* warp_count, int shift0,
                                                  uint32_t* hist) {
   constexpr int kMaxPerThread = kSmemCandidates / kThreads;
   const uint32_t seg = f.s_cap / kWarps;
@@ -212,7 +234,7 @@ __device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* war
       dst[r] = ok ? base + off : 0xFFFFFFFFu;
       idx[r] = ok ? f.s_idx[slot] : 0u;
       key[r] = ok ? f.s_key[slot] : 0u;
-      AggregatedCount(ok, KeyDigit0(key[r]), hist);
+      AggregatedCount(ok, (key[r] >> shift0) & 0x7FFu, hist);
     }
     __syncthreads();
 #pragma unroll
@@ -229,16 +251,17 @@ __device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* war
   return total;
 }
 
-// Counts the leading key digit of the frontier entries [from, to) of f into
-// hist (AggregatedCount). Synchronises on exit.
+// Counts the level-0 digit (the 11 key bits above bit shift0) of the
+// frontier entries [from, to) of f into hist (AggregatedCount). Synchronises
+// on exit.
 __device__ __noinline__ void FrontierDigitHist(const Frontier f, uint32_t from, uint32_t to,
-                                               uint32_t* hist) {
+                                               int shift0, uint32_t* hist) {
   for (uint32_t base = from; base < to; base += kThreads) {
     const uint32_t pos = base + threadIdx.x;
     const bool ok = pos < to;
     uint32_t idx = 0, key = 0;
     if (ok) f.Get(pos, idx, key);
-    AggregatedCount(ok, KeyDigit0(key), hist);
+    AggregatedCount(ok, (key >> shift0) & 0x7FFu, hist);
   }
   __syncthreads();
 }
@@ -263,11 +286,14 @@ __device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint
 // Phase 2, appending passes: admits x >= lo (kBand: lo <= x < hi) and
 // appends to f through the shared count (the band pass after an underfilled
 // main pass; kSegment: a KV-split segment CTA appending to its row's buffer).
+// Also publishes the smallest admitted key to *neg_min_key (PublishMinKey).
 template <bool kBand, bool kSegment = false, int kUnroll = 4>
 __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L, float lo,
                                        float hi, const Frontier f, uint32_t* count,
-                                       uint32_t* nan_flag, bool prefetch, uint32_t idx_base = 0) {
+                                       uint32_t* neg_min_key, uint32_t* nan_flag, bool prefetch,
+                                       uint32_t idx_base = 0) {
   unsigned nan = 0;
+  uint32_t min_key = 0xFFFFFFFFu;
   StreamRow<kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
@@ -276,16 +302,19 @@ __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L
         m &= valid;
         nan |= NanMask(v) & valid;
         if (__any_sync(kFullMask, m != 0))
-          AppendQuad(v, kSegment ? idx_base + idx0 : idx0, m, f, count);
+          AppendQuad(v, kSegment ? idx_base + idx0 : idx0, m, f, count, min_key);
       },
       prefetch);
+  PublishMinKey(min_key, neg_min_key);
   if (nan) *nan_flag = 1u;
 }
 
 // Phase 1: the coarse histogram of the row's view. View: groups of `run`
 // consecutive positions starting at run * a_r in every block of run * s
 // positions (run == 1 is the paper's i = a_r mod s); about L / s samples.
-// 16 loads in flight per thread (a 1M row's 16K samples in two round trips).
+// 16 loads in flight per thread (a 1M row's 16K samples in two round trips);
+// plain shared atomics: the samples spread over many bins, and any warp-level
+// aggregation measured slower here (bench/NOTES.md, GPU round 2).
 __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint32_t L,
                                              int64_t row_id, int stride, int log2_run,
                                              uint32_t* hist) {
@@ -294,7 +323,6 @@ __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint
   const uint32_t offset = static_cast<uint32_t>(SamplePhase(row_id, stride)) << log2_run;
   const uint32_t total = (L + group - 1) / group * run;
   constexpr int kUnroll = 16;
-  // Block-uniform trip count: AggregatedCount needs every lane of the warp.
   for (uint32_t t0 = 0; t0 < total; t0 += kThreads * kUnroll) {
     float x[kUnroll];
 #pragma unroll
@@ -305,7 +333,7 @@ __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      AggregatedCount(!IsNan(x[u]), IsNan(x[u]) ? 0u : Coarse(x[u]), hist);
+      if (!IsNan(x[u])) atomicAdd(&hist[Coarse(x[u])], 1u);
     }
   }
 }

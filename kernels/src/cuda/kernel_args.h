@@ -55,7 +55,7 @@ struct RowHeader {
   uint32_t arrival;  // segment CTAs done
   uint32_t count;    // admitted candidates
   uint32_t nan;
-  uint32_t pad;
+  uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (atomicMax)
 };
 constexpr int64_t RowStateZeroBytes(int64_t max_rows) {
   return max_rows * static_cast<int64_t>(sizeof(RowHeader));

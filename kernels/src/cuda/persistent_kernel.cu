@@ -39,15 +39,18 @@ __device__ __noinline__ void FillEmpty(int32_t* out_row, uint32_t k) {
 }
 
 // The main admission pass at cutoff t: warp segments, then compaction and the
-// level-0 histogram of the shared entries. On entry s.spill and s.hist are
-// zero (with a barrier since); on exit s.count is the admitted count (shared
-// + global) and the shared part holds s.warp_count[kWarps] entries.
+// level-0 histogram of the shared entries (for the candidates' common key
+// bits, s.hist_top). On entry s.spill, s.neg_min_key and s.hist are zero (with
+// a barrier since); on exit s.count is the admitted count (shared + global)
+// and the shared part holds s.warp_count[kWarps] entries.
 template <int kU>
 __device__ __forceinline__ void AdmitMain(SharedState& s, const float* __restrict__ row, uint32_t L,
                                           float t, const Frontier& fa, bool prefetch) {
-  AdmitToSegments<kU>(row, L, t, fa, s.warp_count, &s.spill, &s.nan, prefetch);
-  const uint32_t shared = CompactSegments(fa, s.warp_count, s.hist);
-  if (threadIdx.x == 0) s.count = shared + s.spill;
+  AdmitToSegments<kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, prefetch);
+  __syncthreads();
+  const int top = CommonKeyBits(~s.neg_min_key, Key32(t));
+  const uint32_t shared = CompactSegments(fa, s.warp_count, Level0Shift(top), s.hist);
+  if (threadIdx.x == 0) s.count = shared + s.spill, s.hist_top = top;
   __syncthreads();
 }
 
@@ -57,19 +60,29 @@ __device__ __forceinline__ Frontier AdmittedView(const SharedState& s, const Fro
   return Frontier{fa.s_idx, fa.s_key, s.warp_count[kWarps], fa.g_idx, fa.g_key, fa.g_cap};
 }
 
-// Completes the level-0 histogram (the shared part is counted by
-// CompactSegments): the stored global entries, or, for a frontier larger than
-// its stores, a re-scan of the row.
-__device__ __noinline__ void FinishLevel0Hist(SharedState& s, const float* __restrict__ row,
-                                              uint32_t L, float cut, const Frontier& view,
-                                              uint32_t C) {
-  if (C <= view.capacity()) {
-    FrontierDigitHist(view, view.s_cap, C, s.hist);
-  } else {
+// Completes the level-0 histogram of the C admitted values x >= cut and
+// returns the common key bits it is built for. Stored: the global entries
+// are added (the shared part was counted by CompactSegments), or, when the
+// band moved the cut (other common bits), every entry is recounted. Larger
+// than its stores: a re-scan of the row, top = 0.
+__device__ __noinline__ int FinishLevel0Hist(SharedState& s, const float* __restrict__ row,
+                                             uint32_t L, float cut, const Frontier& view,
+                                             uint32_t C) {
+  if (C > view.capacity()) {
     ClearHist(s);
     __syncthreads();
     RescanDigitHist(row, L, cut, s.hist);
+    return 0;
   }
+  const int top = CommonKeyBits(~s.neg_min_key, Key32(cut));
+  if (top == s.hist_top) {
+    FrontierDigitHist(view, view.s_cap, C, Level0Shift(top), s.hist);
+  } else {
+    ClearHist(s);
+    __syncthreads();
+    FrontierDigitHist(view, 0, C, Level0Shift(top), s.hist);
+  }
+  return top;
 }
 
 // Exact coarse recovery: the coarse bin tau* whose prefix reaches K over the
@@ -79,7 +92,7 @@ template <int kU>
 __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __restrict__ row,
                                               uint32_t L, uint32_t k, const Frontier& fa) {
   ClearHist(s);
-  if (threadIdx.x == 0) s.count = 0u, s.spill = 0u;
+  if (threadIdx.x == 0) s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   __syncthreads();
   CoarseHistPass(row, L, s.hist, &s.nan);
   const Boundary bd = FindBoundary(s.hist, kCoarseBins, k, s.scratch);
@@ -112,7 +125,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
-  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u;
+  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   ClearHist(s);
   __syncthreads();
   // Phase timers (tid 0's clock after each phase's closing barrier).
@@ -165,8 +178,8 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
             if (tid == 0) AddStat(p, kCertified, 1);
           } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
-            AdmitPass<true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count, &s.nan,
-                                       false);
+            AdmitPass<true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count,
+                                       &s.neg_min_key, &s.nan, false);
             __syncthreads();
             if (s.count >= k) {
               need_exact = false;
@@ -186,8 +199,8 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     if (!s.nan) {
       const uint32_t C = s.count;
       const Frontier view = AdmittedView(s, fa);
-      FinishLevel0Hist(s, row, L, cut, view, C);
-      const uint32_t rescans = Refine(s, row, L, cut, C, view, fb, k, p.deterministic != 0,
+      const int top = FinishLevel0Hist(s, row, L, cut, view, C);
+      const uint32_t rescans = Refine(s, row, L, cut, C, view, fb, k, p.deterministic != 0, top,
                                       RefineOut{out_buf, &s.out_count});
       if (tid == 0) {
         AddStat(p, kRows, 1);
@@ -325,8 +338,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
   const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
   if (beg < end) {
-    AdmitPass<false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count, &rh.nan,
-                               p.prefetch != 0, beg);
+    AdmitPass<false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count,
+                               &rh.neg_min_key, &rh.nan, p.prefetch != 0, beg);
   }
   __threadfence();
   __syncthreads();
@@ -348,8 +361,10 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
   // s.hist is still zero (cleared before the segment pass): the level-0
   // histogram of every segment's candidates.
+  int top = 0;
   if (C <= shared_front.capacity()) {
-    FrontierDigitHist(shared_front, 0, C, s.hist);
+    top = CommonKeyBits(~__ldcg(&rh.neg_min_key), Key32(t0));
+    FrontierDigitHist(shared_front, 0, C, Level0Shift(top), s.hist);
   } else {
     RescanDigitHist(row, L, t0, s.hist);
   }
@@ -359,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     AddStat(p, kCertified, 1);
   }
   __syncthreads();
-  const uint32_t rescans = Refine(s, row, L, t0, C, shared_front, fb, k, p.deterministic != 0,
+  const uint32_t rescans = Refine(s, row, L, t0, C, shared_front, fb, k, p.deterministic != 0, top,
                                   RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;

@@ -15,8 +15,10 @@ struct __align__(16) SharedState {
   uint32_t hist[kCoarseBins];
   uint32_t out[kSmemOutput];  // committed indices (K <= kSmemOutput)
   BoundaryScratch scratch;
-  uint32_t count;  // admitted candidates
-  uint32_t spill;  // main pass: candidates in the CTA's global slice
+  uint32_t count;        // admitted candidates
+  uint32_t spill;        // main pass: candidates in the CTA's global slice
+  uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (PublishMinKey)
+  int hist_top;          // CommonKeyBits the level-0 histogram was built for
   // Main pass: per-warp segment counts, then their exclusive prefix with the
   // shared total S at [kWarps] (CompactSegments).
   uint32_t warp_count[kWarps + 1];
@@ -35,45 +37,64 @@ __device__ __forceinline__ uint32_t* FrontierArena(SharedState& s) {
   return reinterpret_cast<uint32_t*>(&s + 1);
 }
 
-// Refinement levels over the 64-bit composite key (key32 << 32 | index):
-// digits 11/11/10 of key32, then (deterministic mode only) 11/11/10 of the
-// index, so ties at the K-th value go to the smallest indices through the same
-// commit/retain recurrence.
-__device__ __forceinline__ int LevelShift(int j) {
-  return j == 0 ? 53 : j == 1 ? 42 : j == 2 ? 32 : j == 3 ? 21 : j == 4 ? 10 : 0;
+// Refinement levels over the 64-bit composite key (key32 << 32 | index). The
+// admitted keys lie in [key(row max), key(cut)], so they share that interval's
+// leading `top` key bits (CommonKeyBits); the key levels take the remaining
+// 32 - top bits in 11-bit digits from the top (top = 0: 11/11/10), so level 0
+// splits the candidates finely instead of keeping most of them in one
+// quarter-octave bin. Deterministic mode adds 11/11/10 digits of the index,
+// so ties at the K-th value go to the smallest indices by the same recurrence.
+inline constexpr int kMaxCommonKeyBits = 21;  // keeps one full 11-bit key level
+__device__ __forceinline__ int CommonKeyBits(uint32_t min_key, uint32_t max_key) {
+  const int same = min_key == max_key ? 32 : __clz(min_key ^ max_key);
+  return min(same, kMaxCommonKeyBits);
 }
-__device__ __forceinline__ int LevelBits(int j) { return (j == 2 || j == 5) ? 10 : 11; }
-__device__ __forceinline__ uint32_t LevelDigit(uint64_t k64, int j) {
-  return static_cast<uint32_t>(k64 >> LevelShift(j)) & ((1u << LevelBits(j)) - 1u);
+__device__ __forceinline__ int KeyLevels(int top) { return (32 - top + 10) / 11; }
+__device__ __forceinline__ int LevelBits(int j, int top) {
+  const int r = 32 - top - 11 * j;  // key bits not yet resolved
+  if (r > 0) return min(11, r);
+  return j - KeyLevels(top) == 2 ? 10 : 11;
 }
+__device__ __forceinline__ int LevelShift(int j, int top) {
+  const int r = 32 - top - 11 * j;
+  if (r > 0) return 32 + r - min(11, r);
+  const int i = j - KeyLevels(top);
+  return i == 0 ? 21 : (i == 1 ? 10 : 0);
+}
+__device__ __forceinline__ uint32_t LevelDigit(uint64_t k64, int j, int top) {
+  return static_cast<uint32_t>(k64 >> LevelShift(j, top)) & ((1u << LevelBits(j, top)) - 1u);
+}
+// Key bits below the level-0 digit (the 11 bits above them are the digit).
+__device__ __forceinline__ int Level0Shift(int top) { return 21 - top; }
 
 struct RefineOut {
   uint32_t* out;  // committed indices (shared or global staging)
   uint32_t* out_count;
 };
 
-// Refines the admitted set {x >= cut} of the row (count C, level-0 histogram in
-// s.hist, stored in fa when C <= fa.capacity()) down to exactly K committed
-// indices. fa may be a view with a short shared part (the compacted warp
-// segments); it is also the store of levels 2 and 4, read and written through
-// the same positions. A level whose frontier did not fit its store re-scans the row with
-// the key-prefix filter. Returns the number of re-scanned levels.
+// Refines the admitted set {x >= cut} of the row (count C, level-0 histogram
+// for `top` in s.hist, stored in fa when C <= fa.capacity(); top > 0 only
+// then) down to exactly K committed indices. fa may be a view with a short shared part (the
+// compacted warp segments); it is also the store of levels 2 and 4, read and written through the
+// same positions. A level whose frontier did not fit its store re-scans the row with the key-prefix
+// filter. Returns the number of re-scanned levels.
 __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict__ row, uint32_t L,
                                         float cut, uint32_t C, const Frontier fa, const Frontier fb,
-                                        uint32_t k, bool deterministic, RefineOut ro) {
+                                        uint32_t k, bool deterministic, int top, RefineOut ro) {
   const uint32_t tid = threadIdx.x;
-  const int levels = deterministic ? 6 : 3;
+  const int levels = KeyLevels(top) + (deterministic ? 3 : 0);
   uint32_t quota = k;
-  uint64_t prefix = 0;
+  // The key bits above level 0: shared by every admitted key.
+  uint64_t prefix = top > 0 ? Key32(cut) >> (32 - top) : 0u;
   uint32_t fcount = C;
   bool stored = C <= fa.capacity();
   uint32_t rescans = stored ? 0u : 1u;
   bool flip = false;  // false: current frontier in A, next in B
   for (int j = 0; j < levels; ++j) {
-    const int nbins = 1 << LevelBits(j);
     const Frontier cur = flip ? fb : fa;
     const Frontier nxt = flip ? fa : fb;
-    const Boundary bd = FindBoundary(s.hist, nbins, quota, s.scratch);
+    // All 2048 bins: a narrower level's upper bins are zero.
+    const Boundary bd = FindBoundary(s.hist, kCoarseBins, quota, s.scratch);
     const uint32_t b = bd.bin;
     const uint32_t kk = quota - bd.below;
     const bool take_all = bd.in_bin == kk;
@@ -86,7 +107,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
     // commits, retained entries and tie tickets reserve slots per warp.
     auto classify = [&](bool ok, uint32_t idx, uint32_t key) {
       const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
-      const uint32_t d = LevelDigit(k64, j);
+      const uint32_t d = LevelDigit(k64, j, top);
       bool commit = ok && (d < b || (d == b && take_all));
       const bool eq = ok && d == b && !take_all;
       const bool keep = eq && !last;
@@ -100,7 +121,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
       const uint32_t next = store_next ? WarpReserve(keep, &s.next_count) : 0u;
       if (keep) {
         if (store_next) nxt.Put(next, idx, key);
-        atomicAdd(&s.hist[LevelDigit(k64, j + 1)], 1u);
+        atomicAdd(&s.hist[LevelDigit(k64, j + 1, top)], 1u);
       }
     };
     if (stored) {
@@ -112,7 +133,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
         classify(ok, idx, key);
       }
     } else {
-      const int above = LevelShift(j) + LevelBits(j);
+      const int above = LevelShift(j, top) + LevelBits(j, top);
       StreamRow<2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
         const unsigned m = AtLeastMask(v, cut) & valid;
         if (__any_sync(kFullMask, m != 0u)) {
@@ -129,7 +150,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
     }
     __syncthreads();
     if (take_all || last) break;
-    prefix = (prefix << LevelBits(j)) | b;
+    prefix = (prefix << LevelBits(j, top)) | b;
     quota = kk;
     fcount = bd.in_bin;
     stored = store_next;
