@@ -2,9 +2,12 @@
 
 #include <bit>
 #include <cstring>
+#include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "server/engine/worker.h"
+#include "server/raw_select.h"
 #include "server/service.h"
 #include "server/validate.h"
 #include "spdlog/spdlog.h"
@@ -42,30 +45,49 @@ SelectOptions ToOptions(const v1::SelectOptions& options) {
 class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
  public:
   UnarySelect(TopKService& service, grpc::CallbackServerContext* context,
-              const v1::SelectRequest* request, v1::SelectResponse* response)
+              const grpc::ByteBuffer* request, grpc::ByteBuffer* response)
       : service_(service), context_(context), request_(request), response_(response) {}
 
   void Start() {
-    start_us_ = SteadyNowUs();
-    const v1::InlineRows& rows = request_->inline_rows();
-    service_.metrics().OnRequest(static_cast<int64_t>(rows.scores().size()));
-    if (!request_->has_inline_rows()) {
+    start_us_ = SteadyNowUs();  // before decoding: total_us includes it
+    const EngineLimits& limits = service_.engine().limits();
+    absl::Status parsed = ParseRawSelect(*request_, static_cast<size_t>(limits.max_rows), raw_);
+    service_.metrics().OnRequest(raw_.scores_size);
+    if (!parsed.ok()) {
+      Finish(Fail(parsed));
+      return;
+    }
+    if (!raw_.has_inline_rows) {
       Finish(Fail(absl::InvalidArgumentError("rows: no rows given (set inline_rows)")));
       return;
     }
-    const absl::Span<const int32_t> lengths(rows.lengths().data(), rows.lengths_size());
+    if (raw_.num_lengths > limits.max_rows) {
+      Finish(Fail(absl::InvalidArgumentError(absl::StrCat(
+          "lengths: ", raw_.num_lengths, " rows exceed max_rows = ", limits.max_rows))));
+      return;
+    }
     absl::StatusOr<int32_t> longest =
-        ValidateSelect(request_->k(), lengths, rows.scores().size(), service_.engine().limits());
+        ValidateSelect(raw_.k, raw_.lengths, static_cast<size_t>(raw_.scores_size), limits);
     if (!longest.ok()) {
       Finish(Fail(longest.status()));
       return;
     }
-    input_ = SelectInput{.k = request_->k(),
-                         .options = ToOptions(request_->options()),
-                         .return_values = request_->options().return_values(),
-                         .lengths = lengths,
-                         .scores = rows.scores(),
+    scores_.emplace(request_, raw_.scores_offset, raw_.scores_size);
+    input_ = SelectInput{.k = raw_.k,
+                         .options = ToOptions(raw_.options),
+                         .return_values = raw_.options.return_values(),
+                         .lengths = raw_.lengths,
+                         .source = &*scores_,
                          .max_length = *longest};
+    if (!service_.engine().stages_scores()) {
+      // Host backends read the scores in place: make them contiguous here, on
+      // the gRPC thread, so the copy overlaps the workers' selections (what
+      // protobuf's decoder would do, without its zero-fill).
+      contiguous_ = std::make_unique_for_overwrite<char[]>(scores_->size());
+      scores_->CopyTo(contiguous_.get());
+      input_.scores = absl::string_view(contiguous_.get(), scores_->size());
+      input_.source = nullptr;
+    }
     service_.engine().Submit(this);  // `this` may be gone once Submit returns
   }
 
@@ -73,8 +95,14 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   bool IsCancelled() const override { return context_->IsCancelled(); }
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
-    Finish(FinishSelect(service_, status, output, input_, start_us_, request_->request_id(),
-                        *response_));
+    grpc::Status result =
+        FinishSelect(service_, status, output, input_, start_us_, raw_.request_id, message_);
+    if (result.ok()) {
+      bool own_buffer = false;
+      result = grpc::SerializationTraits<v1::SelectResponse>::Serialize(message_, response_,
+                                                                        &own_buffer);
+    }
+    Finish(result);
   }
 
   void OnDone() override { delete this; }
@@ -87,8 +115,12 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
 
   TopKService& service_;
   grpc::CallbackServerContext* context_;
-  const v1::SelectRequest* request_;
-  v1::SelectResponse* response_;
+  const grpc::ByteBuffer* request_;
+  grpc::ByteBuffer* response_;
+  RawSelectRequest raw_;
+  std::optional<ByteBufferScores> scores_;
+  std::unique_ptr<char[]> contiguous_;  // host backends only
+  v1::SelectResponse message_;
   SelectInput input_;
   int64_t start_us_ = 0;
 };
@@ -217,8 +249,8 @@ int64_t EncodeResponse(const SelectOutput& output, int32_t k, int64_t rows, int6
 
 grpc::ServerUnaryReactor* StartUnarySelect(TopKService& service,
                                            grpc::CallbackServerContext* context,
-                                           const v1::SelectRequest* request,
-                                           v1::SelectResponse* response) {
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) {
   // gRPC's callback API owns reactors by convention: each deletes itself in
   // OnDone, the one point after which gRPC never touches it again.
   auto* reactor = new UnarySelect(service, context, request, response);

@@ -22,11 +22,12 @@ int64_t EncodeResponse(const SelectOutput& output, int32_t k, int64_t rows, int6
 // gRPC's status for an absl::Status (same code numbers).
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
-// Creates the reactor of one unary Select; it deletes itself in OnDone.
+// Creates the reactor of one unary Select (raw bytes in and out: see
+// raw_select.h); it deletes itself in OnDone.
 grpc::ServerUnaryReactor* StartUnarySelect(TopKService& service,
                                            grpc::CallbackServerContext* context,
-                                           const v1::SelectRequest* request,
-                                           v1::SelectResponse* response);
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response);
 
 // Creates the reactor of one SelectStream; it deletes itself in OnDone.
 grpc::ServerReadReactor<v1::SelectChunk>* StartStreamSelect(TopKService& service,

@@ -19,8 +19,8 @@ void TopKService::NoteFailure(const absl::Status& status) {
 }
 
 grpc::ServerUnaryReactor* TopKService::Select(grpc::CallbackServerContext* context,
-                                              const v1::SelectRequest* request,
-                                              v1::SelectResponse* response) {
+                                              const grpc::ByteBuffer* request,
+                                              grpc::ByteBuffer* response) {
   return StartUnarySelect(*this, context, request, response);
 }
 

@@ -23,13 +23,15 @@ struct ServiceConfig {
   std::function<void()> on_device_lost;
 };
 
-class TopKService final : public v1::TopK::CallbackService {
+// Select is served raw (ByteBuffer in and out) so its score bytes are copied
+// once, by the worker, instead of first by protobuf's decoder.
+class TopKService final : public v1::TopK::WithRawCallbackMethod_Select<v1::TopK::CallbackService> {
  public:
   TopKService(Engine* engine, Metrics* metrics, ServiceConfig config);
 
   grpc::ServerUnaryReactor* Select(grpc::CallbackServerContext* context,
-                                   const v1::SelectRequest* request,
-                                   v1::SelectResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerReadReactor<v1::SelectChunk>* SelectStream(grpc::CallbackServerContext* context,
                                                          v1::SelectResponse* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/engine/job.h"
 #include "topk/contract.h"
 #include "topk/selector.h"
 
@@ -26,7 +27,8 @@ struct EngineLimits {
 
 // Rows as the request carries them: host memory, packed valid prefixes.
 struct HostRows {
-  const float* scores = nullptr;         // packed, 4-byte aligned
+  const float* scores = nullptr;         // packed, 4-byte aligned; null: read `source`
+  const ScoreSource* source = nullptr;   // only for backends with stages_scores()
   const int32_t* lengths = nullptr;      // num_rows
   const int64_t* row_offsets = nullptr;  // num_rows, in elements
   int64_t num_rows = 0;
@@ -52,6 +54,12 @@ class WorkerBackend {
   // mean the device is broken (sticky); others fail this request only.
   virtual absl::Status Select(const Plan& plan, const HostRows& rows, int32_t* indices,
                               RowStatus* row_status) = 0;
+
+  // True when the backend copies the scores into its own staging anyway (the
+  // GPU's pinned buffers): it then takes HostRows::source directly, and
+  // staged_scores() is that host copy after Select (for return_values).
+  virtual bool stages_scores() const { return false; }
+  virtual const float* staged_scores() const { return nullptr; }
 };
 
 class Device {

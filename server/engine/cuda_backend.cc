@@ -121,6 +121,9 @@ class CudaWorker final : public WorkerBackend {
     return worker;
   }
 
+  bool stages_scores() const override { return true; }
+  const float* staged_scores() const override { return static_cast<const float*>(h_scores_.get()); }
+
   absl::Status Select(const Plan& plan, const HostRows& rows, int32_t* indices,
                       RowStatus* row_status) override {
     if (plan.workspace_bytes > workspace_bytes_) {
@@ -133,7 +136,11 @@ class CudaWorker final : public WorkerBackend {
     const size_t m = rows.num_rows;
     const size_t out_count = m * plan.shape.k;
     // Pinned staging makes the uploads true async DMA on the worker's stream.
-    std::memcpy(h_scores_.get(), rows.scores, score_bytes);
+    if (rows.source != nullptr) {
+      rows.source->CopyTo(static_cast<char*>(h_scores_.get()));  // straight from gRPC's buffer
+    } else {
+      std::memcpy(h_scores_.get(), rows.scores, score_bytes);
+    }
     std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
     std::memcpy(h_lengths_.get(), rows.lengths, m * sizeof(int32_t));
     TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_scores_.get(), h_scores_.get(), score_bytes,

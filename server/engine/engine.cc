@@ -112,6 +112,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
             backend.status().code(),
             absl::StrCat(slot->description.name, " worker ", w, ": ", backend.status().message()));
       }
+      engine->stages_scores_ = (*backend)->stages_scores();
       slot->workers.push_back(
           std::make_unique<Worker>(*std::move(backend), limits, &slot->state, metrics));
     }

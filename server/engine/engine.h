@@ -54,6 +54,9 @@ class Engine {
 
   // False after a sticky device error on every device.
   bool usable() const;
+  // True when the workers copy request scores into their own staging (GPU):
+  // the service then hands them the raw receive buffer instead of a copy.
+  bool stages_scores() const { return stages_scores_; }
   const std::string& backend_name() const { return backend_name_; }
   const std::string& backend_reason() const { return backend_reason_; }
   const EngineLimits& limits() const { return options_.limits; }
@@ -70,6 +73,7 @@ class Engine {
   Metrics* metrics_;
   std::string backend_name_;
   std::string backend_reason_;
+  bool stages_scores_ = false;
   std::vector<std::unique_ptr<Slot>> slots_;
 };
 

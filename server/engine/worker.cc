@@ -32,7 +32,11 @@ Worker::Worker(std::unique_ptr<WorkerBackend> backend, const EngineLimits& limit
       row_offsets_(limits.max_rows),
       indices_(limits.max_rows * limits.max_k),
       values_(limits.max_rows * limits.max_k),
-      row_status_(limits.max_rows) {}
+      row_status_(limits.max_rows),
+      // Virtual until touched: a worker that only sees small requests never
+      // makes the whole max_batch_bytes resident.
+      staging_(std::make_unique_for_overwrite<float[]>(
+          backend_->stages_scores() ? 1 : limits.max_batch_bytes / sizeof(float) + 1)) {}
 
 Worker::~Worker() { Join(); }
 
@@ -85,14 +89,20 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
     offset += input.lengths[r];
   }
   const float* scores = reinterpret_cast<const float*>(input.scores.data());
-  if (reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0) {
-    // The kernels need 4-byte aligned rows; gRPC's buffers always are, so
-    // this copy (and its allocation) is off the hot path.
-    realigned_.resize(offset);
-    std::memcpy(realigned_.data(), input.scores.data(), input.scores.size());
-    scores = realigned_.data();
+  const ScoreSource* source = input.source;
+  if (source != nullptr && !backend_->stages_scores()) {
+    // The one copy of the payload (a raw gRPC buffer) lands in the worker's
+    // staging, which was reserved at start and is only touched as used.
+    source->CopyTo(reinterpret_cast<char*>(staging_.get()));
+    scores = staging_.get();
+    source = nullptr;
+  } else if (source == nullptr && reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0) {
+    // The selectors need 4-byte aligned rows; gRPC's buffers always are.
+    std::memcpy(staging_.get(), input.scores.data(), input.scores.size());
+    scores = staging_.get();
   }
   const HostRows host_rows{.scores = scores,
+                           .source = source,
                            .lengths = input.lengths.data(),
                            .row_offsets = row_offsets_.data(),
                            .num_rows = rows,
@@ -124,6 +134,7 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
   }
   output.indices = absl::MakeConstSpan(indices_.data(), rows * k);
   if (input.return_values) {
+    if (scores == nullptr) scores = backend_->staged_scores();
     const float nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = scores + row_offsets_[r];

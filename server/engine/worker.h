@@ -60,7 +60,9 @@ class Worker {
   std::vector<int32_t> indices_;
   std::vector<float> values_;
   std::vector<RowStatus> row_status_;
-  std::vector<float> realigned_;  // only for score bytes not 4-byte aligned (never from gRPC)
+  // Host copy of the scores for backends that read host memory, when they
+  // arrive as a ScoreSource (or misaligned). max_batch_bytes, untouched at start.
+  std::unique_ptr<float[]> staging_;
   std::thread thread_;
 };
 

@@ -1,0 +1,150 @@
+#include "server/raw_select.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+
+namespace topk::server {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedInputStream;
+
+// Field numbers of topk.v1.SelectRequest and InlineRows (topk.proto).
+constexpr int kK = v1::SelectRequest::kKFieldNumber;
+constexpr int kOptions = v1::SelectRequest::kOptionsFieldNumber;
+constexpr int kInlineRows = v1::SelectRequest::kInlineRowsFieldNumber;
+constexpr int kRequestId = v1::SelectRequest::kRequestIdFieldNumber;
+constexpr int kScores = v1::InlineRows::kScoresFieldNumber;
+constexpr int kLengths = v1::InlineRows::kLengthsFieldNumber;
+
+absl::Status Malformed(const char* what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("request: not a valid topk.v1.SelectRequest (", what, ")"));
+}
+
+// gRPC's reader is read-only in practice; its constructor just wants a
+// non-const pointer to hand to grpc_byte_buffer_reader_init.
+grpc::ByteBuffer* Mutable(const grpc::ByteBuffer* buffer) {
+  return const_cast<grpc::ByteBuffer*>(buffer);
+}
+
+// A length prefix, refused beyond what CodedInputStream's int positions hold.
+bool ReadSize(CodedInputStream& in, int& size) {
+  uint32_t value = 0;
+  if (!in.ReadVarint32(&value) || value > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+    return false;
+  }
+  size = static_cast<int>(value);
+  return true;
+}
+
+// Stores at most `keep` lengths (the rest are only counted), so a flood of
+// lengths cannot make the server allocate more than the row limit allows.
+bool ReadLengths(CodedInputStream& in, uint32_t tag, size_t keep, RawSelectRequest& out) {
+  auto add = [&](uint32_t value) {
+    if (out.lengths.size() < keep) out.lengths.push_back(static_cast<int32_t>(value));
+    ++out.num_lengths;
+  };
+  uint32_t value = 0;
+  if (WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_VARINT) {
+    if (!in.ReadVarint32(&value)) return false;
+    add(value);
+    return true;
+  }
+  // Packed (what every proto3 writer sends).
+  int bytes = 0;
+  if (!ReadSize(in, bytes)) return false;
+  const CodedInputStream::Limit limit = in.PushLimit(bytes);
+  while (in.BytesUntilLimit() > 0) {
+    if (!in.ReadVarint32(&value)) return false;
+    add(value);
+  }
+  in.PopLimit(limit);
+  return true;
+}
+
+absl::Status ReadInlineRows(CodedInputStream& in, size_t keep, RawSelectRequest& out) {
+  int bytes = 0;
+  if (!ReadSize(in, bytes)) return Malformed("inline_rows length");
+  const CodedInputStream::Limit limit = in.PushLimit(bytes);
+  out.has_inline_rows = true;
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    if (field == kScores && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      int size = 0;
+      if (!ReadSize(in, size)) return Malformed("scores length");
+      // Last one wins, as protobuf merges a repeated singular field.
+      out.scores_offset = in.CurrentPosition();
+      out.scores_size = size;
+      if (!in.Skip(size)) return Malformed("scores truncated");
+    } else if (field == kLengths && (type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
+                                     type == WireFormatLite::WIRETYPE_VARINT)) {
+      if (!ReadLengths(in, tag, keep, out)) return Malformed("lengths");
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return Malformed("inline_rows field");
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return Malformed("inline_rows");
+  in.PopLimit(limit);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
+                            RawSelectRequest& out) {
+  const size_t keep = max_rows + 1;  // one more than allowed: enough to refuse
+  grpc::ProtoBufferReader reader(Mutable(&buffer));
+  CodedInputStream in(&reader);
+  in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  while (uint32_t tag = in.ReadTag()) {
+    const int field = WireFormatLite::GetTagFieldNumber(tag);
+    const auto type = WireFormatLite::GetTagWireType(tag);
+    if (field == kK && type == WireFormatLite::WIRETYPE_VARINT) {
+      uint32_t k = 0;
+      if (!in.ReadVarint32(&k)) return Malformed("k");
+      out.k = static_cast<int32_t>(k);
+    } else if (field == kOptions && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      int size = 0;
+      std::string bytes;
+      if (!ReadSize(in, size) || !in.ReadString(&bytes, size) ||
+          !out.options.MergeFromString(bytes)) {
+        return Malformed("options");
+      }
+    } else if (field == kInlineRows && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      if (absl::Status s = ReadInlineRows(in, keep, out); !s.ok()) return s;
+    } else if (field == kRequestId && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+      int size = 0;
+      if (!ReadSize(in, size) || !in.ReadString(&out.request_id, size)) {
+        return Malformed("request_id");
+      }
+    } else if (!WireFormatLite::SkipField(&in, tag)) {
+      return Malformed("field");
+    }
+  }
+  if (!in.ConsumedEntireMessage()) return Malformed("truncated");
+  return absl::OkStatus();
+}
+
+void ByteBufferScores::CopyTo(char* dest) const {
+  grpc::ProtoBufferReader reader(Mutable(buffer_));
+  if (offset_ > 0) reader.Skip(static_cast<int>(offset_));
+  int64_t left = size_;
+  const void* data = nullptr;
+  int size = 0;
+  while (left > 0 && reader.Next(&data, &size)) {
+    const int64_t take = std::min<int64_t>(left, size);
+    std::memcpy(dest, data, static_cast<size_t>(take));
+    dest += take;
+    left -= take;
+  }
+}
+
+}  // namespace topk::server
