@@ -6,8 +6,11 @@
 //
 // usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
 //                       [--stride S] [--run R] [--prefetch] [--no-kv-split]
-//                       [--ctas-per-sm 2|3]   (sampled
+//                       [--ctas-per-sm 0|2|4]   (sampled
 //                       selector's options)
+//                       [--alt-ctas-per-sm 0|2|4]   (A/B: a second sampled
+//                       selector with this kernel variant, timed on the same
+//                       data right after the first; "alt" columns)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -144,6 +148,11 @@ struct Row {
   double us_proposal, us_admit, us_refine, us_finalize;  // per row, one CTA's view
   long long bad;
   int copies, reps;
+  int block = 0;  // threads per CTA of the sampled plan
+  // A/B variant (--alt-ctas-per-sm): time, threads per CTA, per-row phases.
+  double alt = 0;
+  int alt_block = 0;
+  double alt_us_proposal = 0, alt_us_admit = 0, alt_us_refine = 0, alt_us_finalize = 0;
 };
 
 }  // namespace
@@ -154,6 +163,7 @@ int main(int argc, char** argv) {
   int reps_override = 0;
   std::vector<std::pair<int64_t, int64_t>> shapes;
   topk::CudaSelectorConfig cfg;
+  int alt_ctas = -1;  // -1: no A/B
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
       cfg.sample_stride = std::atoi(argv[++i]);
@@ -161,6 +171,10 @@ int main(int argc, char** argv) {
     }
     if (!std::strcmp(argv[i], "--ctas-per-sm") && i + 1 < argc) {
       cfg.ctas_per_sm_target = std::atoi(argv[++i]);
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--alt-ctas-per-sm") && i + 1 < argc) {
+      alt_ctas = std::atoi(argv[++i]);
       continue;
     }
     if (!std::strcmp(argv[i], "--no-kv-split")) {
@@ -208,6 +222,13 @@ int main(int argc, char** argv) {
   topk::CudaSelectorConfig off_cfg;
   off_cfg.enable_sampling = false;
   auto exact = Must(topk::CudaSelector::Create(off_cfg));
+  // The A/B selector: the same options as the sampled one but the variant.
+  std::unique_ptr<topk::CudaSelector> alt;
+  if (alt_ctas >= 0) {
+    topk::CudaSelectorConfig alt_cfg = cfg;
+    alt_cfg.ctas_per_sm_target = alt_ctas;
+    alt = Must(topk::CudaSelector::Create(alt_cfg));
+  }
   auto stream = Must(topk::cuda::Stream::Create());
   auto ev0 = Must(topk::cuda::Event::Create());
   auto ev1 = Must(topk::cuda::Event::Create());
@@ -264,10 +285,13 @@ int main(int argc, char** argv) {
 
     Row row{m, n, "", 0, bytes / bw * 1e3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, copies, reps};
     CHECK_CUDA(cudaMemsetAsync(bad_dev.get(), 0, 8, st));
-    for (int variant = 0; variant < 2; ++variant) {
-      topk::CudaSelector& sel = variant == 0 ? *sampled : *exact;
+    for (int variant = 0; variant < 3; ++variant) {
+      if (variant == 2 && alt == nullptr) break;
+      topk::CudaSelector& sel = variant == 0 ? *sampled : (variant == 1 ? *exact : *alt);
       auto plan = Must(sel.MakePlan(topk::ProblemShape{k, m, n, topk::Layout::kPitched}, {}));
       if (variant == 0) row.route = std::string(topk::RouteName(plan.route));
+      if (variant == 0) row.block = plan.block;
+      if (variant == 2) row.alt_block = plan.block;
       auto ws = Must(DeviceBuffer<uint8_t>::Allocate(plan.workspace_bytes));
       topk::RunContext ctx{ws.get(), ws.bytes(), st};
       auto runner = Must(topk::CudaGraphRunner::Create(sel, plan, ctx));
@@ -300,7 +324,15 @@ int main(int argc, char** argv) {
       }
       CHECK_CUDA(cudaStreamSynchronize(st));
       const double med = Median(times);
-      if (variant == 0) {
+      if (variant == 2) {
+        row.alt = med;
+        const auto stats = Must(sel.ReadStats(ctx));
+        const double per_row_us = 1e3 / clock_khz / std::max<int64_t>(stats.rows, 1);
+        row.alt_us_proposal = stats.cycles_proposal * per_row_us;
+        row.alt_us_admit = stats.cycles_admit * per_row_us;
+        row.alt_us_refine = stats.cycles_refine * per_row_us;
+        row.alt_us_finalize = stats.cycles_finalize * per_row_us;
+      } else if (variant == 0) {
         row.ours = med;
         const auto stats = Must(sel.ReadStats(ctx));
         const double sampled_rows = std::max<int64_t>(stats.sampled, 1);
@@ -342,6 +374,14 @@ int main(int argc, char** argv) {
         static_cast<long long>(m), static_cast<long long>(n), row.ours, row.floor,
         row.ours / row.floor, row.exact, row.scan, row.band_rate, row.exact_rate, row.mean_cands,
         row.bad, row.us_proposal, row.us_admit, row.us_refine, row.us_finalize);
+    if (alt != nullptr) {
+      std::printf(
+          "  alt M=%5lld N=%7lld block %d: %.4f ms x%.2f (block %d: %.4f ms x%.2f) alt/ours %.3f  "
+          "us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
+          static_cast<long long>(m), static_cast<long long>(n), row.alt_block, row.alt,
+          row.alt / row.floor, row.block, row.ours, row.ours / row.floor, row.alt / row.ours,
+          row.alt_us_proposal, row.alt_us_admit, row.alt_us_refine, row.alt_us_finalize);
+    }
     std::fflush(stdout);
   }
 
@@ -353,15 +393,18 @@ int main(int argc, char** argv) {
   std::fprintf(f,
                "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
-               "us_refine,us_finalize\n");
+               "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
+               "alt_us_admit,alt_us_refine,alt_us_finalize\n");
   for (const Row& r : results) {
     std::fprintf(f,
                  "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-                 "%.2f,%.2f,%.2f\n",
+                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f\n",
                  static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
                  r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
                  r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
-                 r.us_proposal, r.us_admit, r.us_refine, r.us_finalize);
+                 r.us_proposal, r.us_admit, r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt,
+                 r.alt / r.floor, r.alt_us_proposal, r.alt_us_admit, r.alt_us_refine,
+                 r.alt_us_finalize);
   }
   std::fclose(f);
   long long total_bad = 0;

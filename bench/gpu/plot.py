@@ -53,6 +53,7 @@ def main():
 
     print(f"# 20-shape matrix: geomean speedup vs torch.topk {gm(g_torch):.2f}x, "
           f"vs our exact route {gm(g_exact):.2f}x, geomean fraction of floor {gm(matrix):.3f}")
+    ab_table(merged, gm)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -81,6 +82,30 @@ def main():
     fig.tight_layout()
     fig.savefig(args.png, dpi=120)
     print(f"# wrote {args.png}")
+
+
+def ab_table(merged, gm):
+    """The kernel-variant A/B (topk-bench-gpu --alt-ctas-per-sm): both
+    variants, floor and torch.topk per matrix shape, with geomeans."""
+    rows = [r for r in merged if int(r["M"]) >= 512 and float(r.get("alt_ms") or 0) > 0]
+    if not rows:
+        return
+    print(f"{'M':>5} {'N':>8} {'blk':>4} {'ours':>8} {'x fl':>5} {'blk':>4} {'alt':>8} "
+          f"{'x fl':>5} {'alt/ours':>8} {'floor':>8} {'torch':>8} {'best/torch':>10}")
+    g_o, g_a, g_r, g_t = [], [], [], []
+    for r in rows:
+        o, a, f = float(r["ours_ms"]), float(r["alt_ms"]), float(r["floor_ms"])
+        t = float(r["torch_ms"]) if r["torch_ms"] else float("nan")
+        g_o.append(o / f)
+        g_a.append(a / f)
+        g_r.append(a / o)
+        if not math.isnan(t):
+            g_t.append(t / min(o, a))
+        print(f"{int(r['M']):5d} {int(r['N']):8d} {r['block']:>4} {o:8.4f} {o / f:5.2f} "
+              f"{r['alt_block']:>4} {a:8.4f} {a / f:5.2f} {a / o:8.3f} {f:8.4f} {t:8.4f} "
+              f"{t / min(o, a):10.2f}")
+    print(f"# A/B geomeans over {len(rows)} shapes: ours {gm(g_o):.3f}x floor, alt "
+          f"{gm(g_a):.3f}x floor, alt/ours {gm(g_r):.3f}, torch/best {gm(g_t):.2f}x")
 
 
 if __name__ == "__main__":

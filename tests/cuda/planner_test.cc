@@ -11,6 +11,7 @@ CudaDeviceInfo FakeH200() {
   d.sm_count = 132;
   d.compute_major = 9;
   d.persistent_ctas_per_sm = 2;
+  d.small_block_ctas_per_sm = 4;
   d.l2_bytes = 60u << 20;
   d.global_mem_bytes = 141ull << 30;
   return d;
@@ -28,6 +29,50 @@ TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
   EXPECT_EQ(p.sample_stride, 64);
   EXPECT_EQ(p.block, 512);
   EXPECT_EQ(p.grid, 264);
+}
+
+// ctas_per_sm_target = 4: the 256-thread kernel (4 CTAs/SM, grid 528) on the
+// persistent routes with K <= 2048; larger K, the KV-split route and a device
+// without the variant keep 512 threads.
+TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
+  CudaSelectorConfig four;
+  four.ctas_per_sm_target = 4;
+  const Plan p = MustPlan(2048, 4096, 1 << 20, four);
+  EXPECT_EQ(p.route, Route::kPersistentSampled);
+  EXPECT_EQ(p.block, 256);
+  EXPECT_EQ(p.grid, 528);
+  EXPECT_EQ(MustPlan(2048, 300, 1 << 20, four).grid, 300);
+  EXPECT_EQ(MustPlan(2048, 4096, 8192, four).block, 256);  // row-local exact
+  EXPECT_EQ(MustPlan(4096, 4096, 1 << 20, four).block, 512);
+  EXPECT_EQ(MustPlan(4096, 4096, 1 << 20, four).grid, 264);
+  const Plan kv = MustPlan(2048, 8, 1 << 20, four);
+  EXPECT_EQ(kv.route, Route::kKvSplitSampled);
+  EXPECT_EQ(kv.block, 512);
+  CudaDeviceInfo no_small = FakeH200();
+  no_small.small_block_ctas_per_sm = 0;
+  auto p2 =
+      PlanCudaSelection(ProblemShape{2048, 4096, 1 << 20, Layout::kPitched}, {}, no_small, four);
+  ASSERT_TRUE(p2.ok());
+  EXPECT_EQ(p2->block, 512);
+  CudaSelectorConfig bad;
+  bad.ctas_per_sm_target = 3;
+  EXPECT_FALSE(
+      PlanCudaSelection(ProblemShape{2048, 1, 1 << 20, Layout::kPitched}, {}, FakeH200(), bad)
+          .ok());
+}
+
+// ctas_per_sm_target = 0: the planner's per-shape choice (sampled route,
+// K <= 2048, N_cap <= kCudaSmallBlockMaxWidth).
+TEST(CudaPlannerTest, AutoVariantFollowsTheWidthRule) {
+  CudaSelectorConfig automatic;
+  automatic.ctas_per_sm_target = 0;
+  for (int64_t n : {int64_t{131072}, int64_t{262144}, int64_t{524288}, int64_t{1} << 20}) {
+    const Plan p = MustPlan(2048, 4096, n, automatic);
+    EXPECT_EQ(p.block, n <= kCudaSmallBlockMaxWidth ? 256 : 512) << n;
+    EXPECT_EQ(p.grid, n <= kCudaSmallBlockMaxWidth ? 528 : 264) << n;
+  }
+  EXPECT_EQ(MustPlan(4096, 4096, 131072, automatic).block, 512);
+  EXPECT_EQ(MustPlan(2048, 4096, 8192, automatic).block, 512);  // exact route: default
 }
 
 TEST(CudaPlannerTest, GridIsCappedByRowsAndResidency) {

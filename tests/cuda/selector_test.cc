@@ -2,6 +2,8 @@
 // planner's routes, checked by the verifier and against the reference; graph
 // replays with changing live M; garbage workspaces; padding; NaN and bad
 // lengths; deterministic and sorted modes; the C ABI. Skips without a device.
+// Every test runs on both persistent kernel variants (the parameter:
+// ctas_per_sm_target 2 = 512 threads x 2 CTAs/SM, 4 = 256 x 4).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -87,7 +89,7 @@ absl::StatusOr<DeviceMatrix> Upload(const ScoreMatrix& m) {
   return d;
 }
 
-class CudaSelectorTest : public ::testing::Test {
+class CudaSelectorTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     std::string why;
@@ -153,10 +155,10 @@ class CudaSelectorTest : public ::testing::Test {
     }
   }
 
-  // TOPK_TEST_CTAS_PER_SM=3 runs the whole suite on the 3-CTAs/SM variant;
-  // TOPK_TEST_PREFETCH=1 with the L2 prefetch on (both off by default).
+  // The kernel variant under test is the parameter; TOPK_TEST_PREFETCH=1 runs
+  // with the L2 prefetch on (off by default).
   std::unique_ptr<CudaSelector> Make(CudaSelectorConfig c = {}) {
-    if (const char* v = std::getenv("TOPK_TEST_CTAS_PER_SM")) c.ctas_per_sm_target = std::atoi(v);
+    c.ctas_per_sm_target = GetParam();
     if (std::getenv("TOPK_TEST_PREFETCH")) c.l2_prefetch = true;
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -168,7 +170,7 @@ class CudaSelectorTest : public ::testing::Test {
 
 // Every generator x K, on a shape whose random lengths cover L <= K, the exact
 // route (L below the sampling crossover) and the sampled route.
-TEST_F(CudaSelectorTest, EveryGeneratorEveryK) {
+TEST_P(CudaSelectorTest, EveryGeneratorEveryK) {
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   for (Distribution d : testing::kAllDistributions) {
@@ -191,7 +193,7 @@ TEST_F(CudaSelectorTest, EveryGeneratorEveryK) {
   }
 }
 
-TEST_F(CudaSelectorTest, EdgeLengthsBothLayouts) {
+TEST_P(CudaSelectorTest, EdgeLengthsBothLayouts) {
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
@@ -216,7 +218,7 @@ TEST_F(CudaSelectorTest, EdgeLengthsBothLayouts) {
   }
 }
 
-TEST_F(CudaSelectorTest, WideRowsSampledRouteAllModes) {
+TEST_P(CudaSelectorTest, WideRowsSampledRouteAllModes) {
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;  // 40 rows would be split: keep the persistent kernel here
   auto sel = Make(no_split);
@@ -252,7 +254,9 @@ CudaSelectorConfig KvSplitConfig() {
   return c;
 }
 
-TEST_F(CudaSelectorTest, KvSplitAllModes) {
+TEST_P(CudaSelectorTest, KvSplitAllModes) {
+  // The KV-split kernel runs 512 threads whatever the persistent variant.
+  if (GetParam() == 4) GTEST_SKIP() << "KV-split: one variant";
   auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   for (int64_t rows : {1, 8, 64}) {
@@ -302,7 +306,9 @@ TEST_F(CudaSelectorTest, KvSplitAllModes) {
   ASSERT_OK(testing::VerifySelection(m.batch(), 2048, {}, out.data(), status.data()));
 }
 
-TEST_F(CudaSelectorTest, KvSplitGraphReplay) {
+TEST_P(CudaSelectorTest, KvSplitGraphReplay) {
+  // The KV-split kernel runs 512 threads whatever the persistent variant.
+  if (GetParam() == 4) GTEST_SKIP() << "KV-split: one variant";
   auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   const int64_t cap = 8;
@@ -343,7 +349,7 @@ TEST_F(CudaSelectorTest, KvSplitGraphReplay) {
   }
 }
 
-TEST_F(CudaSelectorTest, DeterministicIsBitIdenticalAcrossRunsAndRoutes) {
+TEST_P(CudaSelectorTest, DeterministicIsBitIdenticalAcrossRunsAndRoutes) {
   GeneratorSpec spec;
   spec.distribution = Distribution::kFp8Ties;
   spec.rows = 24;
@@ -368,7 +374,7 @@ TEST_F(CudaSelectorTest, DeterministicIsBitIdenticalAcrossRunsAndRoutes) {
 
 // The paper's one-float view (run 1) on stride-periodic rows: the view sees a
 // biased sample, so rows must go through the band or exact recovery.
-TEST_F(CudaSelectorTest, StridePeriodicRowsRescueAndRecover) {
+TEST_P(CudaSelectorTest, StridePeriodicRowsRescueAndRecover) {
   for (int run : {1, 8}) {
     CudaSelectorConfig c;
     c.sample_run = run;
@@ -393,7 +399,7 @@ TEST_F(CudaSelectorTest, StridePeriodicRowsRescueAndRecover) {
 // Constant, all -inf and one-bin rows of 1M: the frontier exceeds every store
 // and refinement re-scans the row.
 // Both the KV-split kernel (3 rows: the default plan) and the persistent one.
-TEST_F(CudaSelectorTest, DegenerateLongRowsRescan) {
+TEST_P(CudaSelectorTest, DegenerateLongRowsRescan) {
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
   for (bool split : {true, false}) {
@@ -423,7 +429,7 @@ TEST_F(CudaSelectorTest, DegenerateLongRowsRescan) {
 // CTA's global slice while the other segments stay empty. Sampled route, band
 // and exact routes (K = 4096, sampling off), all bit-identical to the
 // reference in deterministic mode.
-TEST_F(CudaSelectorTest, WarpSegmentOverflowToGlobalSlice) {
+TEST_P(CudaSelectorTest, WarpSegmentOverflowToGlobalSlice) {
   GeneratorSpec spec;
   spec.distribution = Distribution::kIndexer;
   spec.rows = 6;
@@ -458,7 +464,7 @@ TEST_F(CudaSelectorTest, WarpSegmentOverflowToGlobalSlice) {
 // values differ only in their low 12 bits (two key levels: 11 + 1 bits) or 8
 // bits (capped at one 11-bit key level; heavy ties), on both kernels, all
 // modes, bit-identical to the reference in deterministic mode.
-TEST_F(CudaSelectorTest, NarrowValueRangesShareKeyPrefixes) {
+TEST_P(CudaSelectorTest, NarrowValueRangesShareKeyPrefixes) {
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
   for (int low_bits : {12, 8}) {
@@ -488,7 +494,7 @@ TEST_F(CudaSelectorTest, NarrowValueRangesShareKeyPrefixes) {
   }
 }
 
-TEST_F(CudaSelectorTest, NanRowsAndBadLengths) {
+TEST_P(CudaSelectorTest, NanRowsAndBadLengths) {
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   GeneratorSpec spec;
@@ -517,16 +523,18 @@ TEST_F(CudaSelectorTest, NanRowsAndBadLengths) {
 
 // One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1, cap}
 // and changed lengths and buffers; rows beyond live M stay untouched.
-TEST_F(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
+TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
-  const int64_t grid =
-      int64_t{sel->device_info().sm_count} * sel->device_info().persistent_ctas_per_sm;
+  const CudaDeviceInfo& info = sel->device_info();
+  const int64_t grid = int64_t{info.sm_count} * (GetParam() == 4 ? info.small_block_ctas_per_sm
+                                                                 : info.persistent_ctas_per_sm);
   const int64_t cap = grid + 40;
   auto plan = sel->MakePlan(ProblemShape{k, cap, 20000, Layout::kPitched}, {});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->grid, grid);
+  ASSERT_EQ(plan->block, GetParam() == 4 ? 256 : 512);
   auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());
   ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
@@ -567,7 +575,7 @@ TEST_F(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
   }
 }
 
-TEST_F(CudaSelectorTest, CAbi) {
+TEST_P(CudaSelectorTest, CAbi) {
   topk_plan* plan = nullptr;
   ASSERT_EQ(topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan), TOPK_OK)
       << topk_last_error();
@@ -600,7 +608,7 @@ TEST_F(CudaSelectorTest, CAbi) {
 }
 
 // Small configuration for compute-sanitizer (memcheck, racecheck).
-TEST_F(CudaSelectorTest, SanitizerSmall) {
+TEST_P(CudaSelectorTest, SanitizerSmall) {
   auto sel = Make();
   ASSERT_NE(sel, nullptr);
   for (Distribution d : {Distribution::kIndexer, Distribution::kConstant}) {
@@ -615,6 +623,11 @@ TEST_F(CudaSelectorTest, SanitizerSmall) {
     Check(*sel, testing::Generate(spec), 256, o, "sanitizer");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(KernelVariants, CudaSelectorTest, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 4 ? std::string("Cta4x256") : "Cta2x512";
+                         });
 
 }  // namespace
 }  // namespace topk

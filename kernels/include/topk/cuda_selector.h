@@ -24,8 +24,10 @@ struct CudaDeviceInfo {
   int compute_minor = 0;
   size_t l2_bytes = 0;
   size_t global_mem_bytes = 0;
-  // Resident CTAs per SM of the persistent kernel (occupancy API).
+  // Resident CTAs per SM of the persistent kernel (occupancy API): the
+  // 512-thread variant, and the 256-thread one (0: not available).
   int persistent_ctas_per_sm = 0;
+  int small_block_ctas_per_sm = 0;
 };
 
 struct CudaSelectorConfig {
@@ -51,9 +53,12 @@ struct CudaSelectorConfig {
   // the KV-split sampled kernel, 2/4/8 CTAs per row (measured 1.1-2.5x faster
   // than one CTA per row for M <= 64, bench/NOTES.md).
   bool enable_kv_split = true;
-  // Kernel variant: 2 CTAs/SM (104 KiB shared, 64 registers, 4 loads in
-  // flight per thread) or 3 (64 KiB, 40 registers, 2 loads in flight; more
-  // CTAs to hide each row's latency-bound phases).
+  // Persistent kernel variant: 2 CTAs/SM of 512 threads (104 KiB shared,
+  // 64 registers, 4 loads in flight per thread), 4 CTAs/SM of 256 threads
+  // (56 KiB, the same registers and loads in flight; more CTAs to cover each
+  // other's latency-bound per-row phases; K <= 2048 only, larger K take the
+  // 512-thread variant), or 0: the planner's choice per shape
+  // (CudaUseSmallBlocks). The KV-split route always runs 512 threads.
   int ctas_per_sm_target = 2;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
@@ -67,6 +72,13 @@ inline constexpr int64_t kCudaKvSplitMinWidth = 65536;
 inline constexpr int32_t kCudaMaxFastK = 4096;
 // Largest K served at all (general path, global staging).
 inline constexpr int32_t kCudaMaxK = 1 << 20;
+
+// The planner's variant choice for ctas_per_sm_target == 0: the 256-thread
+// kernel (4 CTAs/SM) for the persistent routes with K <= 2048 and N_cap up to
+// this width.
+inline constexpr int64_t kCudaSmallBlockMaxWidth = 0;
+bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
+                        const CudaSelectorConfig& config);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);

@@ -11,7 +11,6 @@
 namespace topk::cuda {
 
 inline constexpr unsigned kFullMask = 0xFFFFFFFFu;
-inline constexpr int kWarps = kThreads / 32;
 
 // Result of a boundary search: the first bin whose inclusive prefix reaches
 // the target, the count strictly before it and inside it, and the total.
@@ -29,19 +28,22 @@ struct BoundaryScratch {
 };
 
 // Boundary search for two targets over the same histogram in one scan (the
-// proposal's q0 and q1). nbins is 2048 or 1024 (4 or 2 bins per thread). bin ==
-// nbins when the total never reaches the target. Synchronises on entry and
-// exit.
+// proposal's q0 and q1) by a CTA of kB threads. nbins <= kCoarseBins, a
+// multiple of kB. bin == nbins when the total never reaches the target.
+// Synchronises on entry and exit.
+template <int kB>
 __device__ __forceinline__ void FindBoundaries(const uint32_t* hist, int nbins, uint32_t target_a,
                                                uint32_t target_b, BoundaryScratch& s, Boundary* ra,
                                                Boundary* rb) {
+  constexpr int kWarps = kB / 32;
+  constexpr int kMaxPer = kCoarseBins / kB;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int per = nbins / kThreads;
+  const int per = nbins / kB;
   __syncthreads();
-  uint32_t local[4];
+  uint32_t local[kMaxPer];
   uint32_t sum = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kMaxPer; ++i) {
     local[i] = i < per ? hist[tid * per + i] : 0u;
     sum += local[i];
   }
@@ -71,7 +73,7 @@ __device__ __forceinline__ void FindBoundaries(const uint32_t* hist, int nbins, 
   __syncthreads();
   uint32_t run = s.warp[warp] + incl - sum;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kMaxPer; ++i) {
     if (i < per && run < target_a && run + local[i] >= target_a) {
       s.bin = tid * per + i;
       s.below = run;
@@ -89,10 +91,11 @@ __device__ __forceinline__ void FindBoundaries(const uint32_t* hist, int nbins, 
   *rb = Boundary{s.bin_b, s.below_b, s.in_bin_b, s.total};
 }
 
+template <int kB>
 __device__ __forceinline__ Boundary FindBoundary(const uint32_t* hist, int nbins, uint32_t target,
                                                  BoundaryScratch& s) {
   Boundary a, b;
-  FindBoundaries(hist, nbins, target, target, s, &a, &b);
+  FindBoundaries<kB>(hist, nbins, target, target, s, &a, &b);
   return a;
 }
 
@@ -142,16 +145,18 @@ __device__ __forceinline__ void PrefetchL2(const void* p, uint32_t bytes) {
 }
 
 // Chunks of the row's 16-byte body the streaming loop keeps prefetched ahead
-// of its loads (each chunk is one loop step: kThreads * kUnroll float4). The
+// of its loads (each chunk is one loop step: kB * kUnroll float4). The
 // first kPrefetchChunks are prefetched when the row starts (PrefetchRowHead).
 inline constexpr uint32_t kPrefetchChunks = 2;
 
 // Ascending bitonic sort of n (a power of two) 64-bit keys, shared or global
-// memory. Callers synchronise before; synchronises after.
+// memory, by a CTA of kB threads. Callers synchronise before; synchronises
+// after.
+template <int kB>
 __device__ __forceinline__ void BlockBitonicSort(uint64_t* a, uint32_t n) {
   for (uint32_t k = 2; k <= n; k <<= 1) {
     for (uint32_t j = k >> 1; j > 0; j >>= 1) {
-      for (uint32_t i = threadIdx.x; i < n; i += kThreads) {
+      for (uint32_t i = threadIdx.x; i < n; i += kB) {
         const uint32_t ixj = i ^ j;
         if (ixj > i) {
           const uint64_t x = a[i], y = a[ixj];
@@ -171,8 +176,9 @@ __device__ __forceinline__ void BlockBitonicSort(uint64_t* a, uint32_t n) {
 // scalar head up to the 16-byte boundary, a float4 body with kUnroll loads in
 // flight per thread, a scalar tail). f(float4 v, uint32_t index_of_v_x,
 // unsigned valid_lanes_mask) is called warp-uniformly (every lane of a warp
-// calls it the same number of times), so f may use warp votes.
-template <int kUnroll, typename F>
+// calls it the same number of times), so f may use warp votes. kB: threads per
+// CTA.
+template <int kB, int kUnroll, typename F>
 __device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_t L, F&& f,
                                           bool prefetch = false) {
   const uint32_t tid = threadIdx.x;
@@ -180,7 +186,7 @@ __device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_
   const uint32_t head = min(L, (4u - mis) & 3u);
   const uint32_t n4 = (L - head) >> 2;
   const float4* body = reinterpret_cast<const float4*>(row + head);
-  constexpr uint32_t kStep = kThreads * kUnroll;
+  constexpr uint32_t kStep = kB * kUnroll;
   const uint32_t full_end = n4 / kStep * kStep;
   for (uint32_t base = 0; base < full_end; base += kStep) {
     // More bytes in flight than the registers hold: the chunk kPrefetchChunks
@@ -190,11 +196,11 @@ __device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_
     }
     float4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kThreads + tid);
+    for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kB + tid);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) f(v[u], head + 4u * (base + u * kThreads + tid), 0xFu);
+    for (int u = 0; u < kUnroll; ++u) f(v[u], head + 4u * (base + u * kB + tid), 0xFu);
   }
-  for (uint32_t base = full_end; base < n4; base += kThreads) {
+  for (uint32_t base = full_end; base < n4; base += kB) {
     const uint32_t i = base + tid;
     const bool ok = i < n4;
     const float4 v = ok ? __ldcg(body + i) : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -211,12 +217,14 @@ __device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_
 }
 
 // Prefetches the first kPrefetchChunks steps (kUnroll = 4) of a row's body to
-// L2 while the CTA is busy with the latency-bound proposal. One thread.
+// L2 while the CTA (kB threads) is busy with the latency-bound proposal. One
+// thread.
+template <int kB>
 __device__ __forceinline__ void PrefetchRowHead(const float* row, uint32_t L) {
   const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row) >> 2) & 3u;
   const uint32_t head = min(L, (4u - mis) & 3u);
   const uint32_t n4 = (L - head) >> 2;
-  const uint32_t chunk4 = kThreads * 4u;
+  const uint32_t chunk4 = kB * 4u;
   const uint32_t want4 = min(n4 / chunk4 * chunk4, kPrefetchChunks * chunk4);
   if (want4 > 0) PrefetchL2(row + head, want4 * 16u);
 }

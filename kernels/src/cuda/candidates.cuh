@@ -167,8 +167,8 @@ __device__ __forceinline__ void AppendQuadToSegment(float4 v, uint32_t idx0, uns
 // No digit histogram here: CompactSegments builds it from the stored keys.
 // Writes each warp's segment count to warp_count[warp], the global entries'
 // count to *spill and the smallest admitted key to *neg_min_key
-// (PublishMinKey; both zeroed by the caller).
-template <int kUnroll>
+// (PublishMinKey; both zeroed by the caller). kB: threads per CTA.
+template <int kB, int kUnroll>
 __device__ __noinline__ void AdmitToSegments(const float* __restrict__ row, uint32_t L, float lo,
                                              const Frontier f, uint32_t* warp_count,
                                              uint32_t* spill, uint32_t* neg_min_key,
@@ -176,8 +176,8 @@ __device__ __noinline__ void AdmitToSegments(const float* __restrict__ row, uint
   unsigned nan = 0;
   uint32_t n = 0;  // warp-uniform
   uint32_t min_key = 0xFFFFFFFFu;
-  const uint32_t seg = f.s_cap / kWarps;
-  StreamRow<kUnroll>(
+  const uint32_t seg = f.s_cap / (kB / 32);
+  StreamRow<kB, kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         const unsigned m = AtLeastMask(v, lo) & valid;
@@ -198,10 +198,13 @@ __device__ __noinline__ void AdmitToSegments(const float* __restrict__ row, uint
 // warp_count holds kWarps + 1 entries: the counts n_w on entry, their
 // exclusive prefix (and S at [kWarps]) on exit. Every entry is read before any
 // is written (entries only move down). Returns S. Synchronises on entry and
-// exit.
+// exit. kB: threads per CTA; f.s_cap <= kCap, kCap a multiple of 2 * kB.
+template <int kB, int kCap>
 __device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* warp_count, int shift0,
                                                  uint32_t* hist) {
-  constexpr int kMaxPerThread = kSmemCandidates / kThreads;
+  constexpr int kWarps = kB / 32;
+  constexpr int kMaxPerThread = kCap / kB;
+  static_assert(kMaxPerThread % 2 == 0 && kMaxPerThread * kB == kCap, "two equal rounds");
   const uint32_t seg = f.s_cap / kWarps;
   __syncthreads();
   if (threadIdx.x < 32) {
@@ -226,7 +229,7 @@ __device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* war
     uint32_t idx[kPerRound], key[kPerRound], dst[kPerRound];
 #pragma unroll
     for (int r = 0; r < kPerRound; ++r) {
-      const uint32_t slot = threadIdx.x + (round * kPerRound + r) * kThreads;
+      const uint32_t slot = threadIdx.x + (round * kPerRound + r) * kB;
       const uint32_t w = min(slot / seg, static_cast<uint32_t>(kWarps - 1));
       const uint32_t off = slot - w * seg;
       const uint32_t base = warp_count[w];
@@ -254,9 +257,10 @@ __device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* war
 // Counts the level-0 digit (the 11 key bits above bit shift0) of the
 // frontier entries [from, to) of f into hist (AggregatedCount). Synchronises
 // on exit.
+template <int kB>
 __device__ __noinline__ void FrontierDigitHist(const Frontier f, uint32_t from, uint32_t to,
                                                int shift0, uint32_t* hist) {
-  for (uint32_t base = from; base < to; base += kThreads) {
+  for (uint32_t base = from; base < to; base += kB) {
     const uint32_t pos = base + threadIdx.x;
     const bool ok = pos < to;
     uint32_t idx = 0, key = 0;
@@ -269,9 +273,10 @@ __device__ __noinline__ void FrontierDigitHist(const Frontier f, uint32_t from, 
 // The leading-digit histogram of {x >= cut} by re-scanning the row: for a
 // frontier larger than its stores (constant / one-bin rows). Synchronises on
 // exit.
+template <int kB>
 __device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint32_t L, float cut,
                                              uint32_t* hist) {
-  StreamRow<2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
+  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
     const unsigned m = AtLeastMask(v, cut) & valid;
     if (__any_sync(kFullMask, m != 0u)) {
 #pragma unroll
@@ -287,14 +292,14 @@ __device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint
 // appends to f through the shared count (the band pass after an underfilled
 // main pass; kSegment: a KV-split segment CTA appending to its row's buffer).
 // Also publishes the smallest admitted key to *neg_min_key (PublishMinKey).
-template <bool kBand, bool kSegment = false, int kUnroll = 4>
+template <int kB, bool kBand, bool kSegment = false, int kUnroll = 4>
 __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L, float lo,
                                        float hi, const Frontier f, uint32_t* count,
                                        uint32_t* neg_min_key, uint32_t* nan_flag, bool prefetch,
                                        uint32_t idx_base = 0) {
   unsigned nan = 0;
   uint32_t min_key = 0xFFFFFFFFu;
-  StreamRow<kUnroll>(
+  StreamRow<kB, kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         unsigned m = AtLeastMask(v, lo);
@@ -315,6 +320,7 @@ __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L
 // 16 loads in flight per thread (a 1M row's 16K samples in two round trips);
 // plain shared atomics: the samples spread over many bins, and any warp-level
 // aggregation measured slower here (bench/NOTES.md, GPU round 2).
+template <int kB>
 __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint32_t L,
                                              int64_t row_id, int stride, int log2_run,
                                              uint32_t* hist) {
@@ -323,11 +329,11 @@ __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint
   const uint32_t offset = static_cast<uint32_t>(SamplePhase(row_id, stride)) << log2_run;
   const uint32_t total = (L + group - 1) / group * run;
   constexpr int kUnroll = 16;
-  for (uint32_t t0 = 0; t0 < total; t0 += kThreads * kUnroll) {
+  for (uint32_t t0 = 0; t0 < total; t0 += kB * kUnroll) {
     float x[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t t = t0 + u * kThreads + threadIdx.x;
+      const uint32_t t = t0 + u * kB + threadIdx.x;
       const uint32_t i = (t >> log2_run) * group + offset + (t & (run - 1));
       x[u] = t < total && i < L ? __ldcg(row + i) : BitsToFloat(0x7FC00000u);
     }
@@ -341,10 +347,11 @@ __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint
 // Exact coarse recovery, pass 1: the coarse histogram of the whole valid row
 // (NaN flagged, not counted). Lanes with equal bins aggregate through
 // AggregatedCount, so constant or one-bin rows do not serialise on one counter.
+template <int kB>
 __device__ __noinline__ void CoarseHistPass(const float* __restrict__ row, uint32_t L,
                                             uint32_t* hist, uint32_t* nan_flag) {
   unsigned nan = 0;
-  StreamRow<2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
+  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
     const unsigned nm = NanMask(v) & valid;
     nan |= nm;
 #pragma unroll

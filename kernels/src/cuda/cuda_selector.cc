@@ -28,9 +28,9 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.sorted = plan.options.sorted ? 1 : 0;
   p.deterministic = plan.options.deterministic ? 1 : 0;
   p.prefetch = config.l2_prefetch ? 1 : 0;
-  p.min_blocks = config.ctas_per_sm_target >= 3 ? 3 : 2;
-  p.smem_candidates = p.min_blocks >= 3 ? cuda::kSmemCandidates3 : cuda::kSmemCandidates;
-  p.smem_frontier = p.min_blocks >= 3 ? cuda::kSmemFrontier3 : cuda::kSmemFrontier;
+  // The planner picked the variant (threads per CTA); the KV-split kernel
+  // always runs the 512-thread one.
+  p.block = plan.block == cuda::kSmallThreads ? cuda::kSmallThreads : cuda::kThreads;
   p.min_sampled_length =
       config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
   p.slice_entries = CudaSliceEntries(plan.shape.k);
@@ -128,15 +128,13 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   info.compute_minor = prop.minor;
   info.l2_bytes = static_cast<size_t>(prop.l2CacheSize);
   info.global_mem_bytes = prop.totalGlobalMem;
-  if (config.ctas_per_sm_target != 2 && config.ctas_per_sm_target != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ctas_per_sm_target = %d: 2 or 3", config.ctas_per_sm_target));
-  }
   TOPK_CUDA_RETURN_IF_ERROR(
-      cuda::PersistentOccupancy(config.ctas_per_sm_target, &info.persistent_ctas_per_sm));
+      cuda::PersistentOccupancy(cuda::kThreads, &info.persistent_ctas_per_sm));
   if (info.persistent_ctas_per_sm < 1) {
     return absl::FailedPreconditionError("the persistent kernel does not fit on an SM");
   }
+  TOPK_CUDA_RETURN_IF_ERROR(
+      cuda::PersistentOccupancy(cuda::kSmallThreads, &info.small_block_ctas_per_sm));
   if (absl::Status s =
           PlanCudaSelection(ProblemShape{1, 1, 1, Layout::kPitched}, {}, info, config).status();
       !s.ok()) {

@@ -39,9 +39,9 @@ struct KernelParams {
   int64_t cta_slice_bytes = 0;
   // KV-split only: CTAs per row and the per-row shared state (RowState*).
   int32_t split = 1;
-  int32_t min_blocks = 2;          // kernel variant: 2 or 3 CTAs per SM
-  int32_t smem_candidates = 6144;  // kSmemCandidates (or kSmemCandidates3)
-  int32_t smem_frontier = 4096;    // kSmemFrontier (or kSmemFrontier3)
+  // Persistent kernel variant: threads per CTA, kThreads (2 CTAs/SM) or
+  // kSmallThreads (4 CTAs/SM). The KV-split kernel always runs kThreads.
+  int32_t block = 512;
   uint8_t* row_state = nullptr;
   int64_t max_rows = 0;
   int64_t row_entries = 0;  // candidate entries per row buffer
@@ -76,11 +76,35 @@ inline constexpr int kNumStats = 12;  // 8 route counters, 4 phase cycle sums
 inline constexpr int kThreads = 512;
 inline constexpr int kSmemCandidates = 6144;  // frontier A: index + key (2 CTAs/SM)
 inline constexpr int kSmemFrontier = 4096;    // frontier B: index + key (2 CTAs/SM)
-// The 3-CTAs/SM variant: smaller shared frontiers (the rest goes to the CTA's
-// global slice), 40 registers, 2 loads in flight per thread plus L2 prefetch.
-inline constexpr int kSmemCandidates3 = 3072;
-inline constexpr int kSmemFrontier3 = 2048;
-inline constexpr int kSmemOutput = 4096;  // committed indices (K <= kCudaMaxFastK)
+inline constexpr int kSmemOutput = 4096;      // committed indices (K <= kCudaMaxFastK)
+// The small-block variant: 4 CTAs of 256 threads per SM (the same 64
+// registers and loads in flight per thread as the default, but while one or two
+// CTAs are in their latency-bound per-row phases the others keep streaming).
+// Its shared memory must fit 4 CTAs (<= 56 KiB each), so the frontiers are
+// smaller (more rows spill candidates to the CTA's global slice) and the
+// shared output holds K <= kSmallMaxK (larger K takes the default variant).
+inline constexpr int kSmallThreads = 256;
+inline constexpr int kSmallCandidates = 2560;  // 10 entries per thread (CompactSegments)
+inline constexpr int kSmallFrontier = 2048;
+inline constexpr int kSmallMaxK = 2048;
+
+// Compile-time facts of a variant, by threads per CTA.
+template <int kBlock>
+struct PersistentVariant;
+template <>
+struct PersistentVariant<kThreads> {
+  static constexpr int kMinBlocks = 2;
+  static constexpr int kCandidates = kSmemCandidates;
+  static constexpr int kFrontier = kSmemFrontier;
+  static constexpr int kOutput = kSmemOutput;
+};
+template <>
+struct PersistentVariant<kSmallThreads> {
+  static constexpr int kMinBlocks = 4;
+  static constexpr int kCandidates = kSmallCandidates;
+  static constexpr int kFrontier = kSmallFrontier;
+  static constexpr int kOutput = kSmallMaxK;
+};
 
 // Per-CTA slice: A (idx, key) x G, B (idx, key) x G, and for K above the
 // shared output capacity an output staging array (K) and a sort scratch

@@ -1,4 +1,5 @@
-// The persistent sampled selector (DESIGN section 3): one 512-thread CTA owns
+// The persistent sampled selector (DESIGN section 3): one CTA (512 threads x 2
+// per SM, or 256 x 4: the kB template parameter of every device helper) owns
 // a row through all three phases; the grid is the device's resident CTAs; the
 // first wave takes rows by block id, later rows are claimed from a device
 // counter that the last CTA to finish resets (and that the launcher zeroes
@@ -30,12 +31,14 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat s, unsigned 
   if (p.stats != nullptr) atomicAdd(&p.stats[s], v);
 }
 
-__device__ __forceinline__ void ClearHist(SharedState& s) {
-  for (uint32_t i = threadIdx.x; i < kCoarseBins; i += kThreads) s.hist[i] = 0u;
+template <int kB>
+__device__ __forceinline__ void ClearHist(SharedState<kB>& s) {
+  for (uint32_t i = threadIdx.x; i < kCoarseBins; i += kB) s.hist[i] = 0u;
 }
 
+template <int kB>
 __device__ __noinline__ void FillEmpty(int32_t* out_row, uint32_t k) {
-  for (uint32_t i = threadIdx.x; i < k; i += kThreads) out_row[i] = -1;
+  for (uint32_t i = threadIdx.x; i < k; i += kB) out_row[i] = -1;
 }
 
 // The main admission pass at cutoff t: warp segments, then compaction and the
@@ -43,21 +46,24 @@ __device__ __noinline__ void FillEmpty(int32_t* out_row, uint32_t k) {
 // bits, s.hist_top). On entry s.spill, s.neg_min_key and s.hist are zero (with
 // a barrier since); on exit s.count is the admitted count (shared + global)
 // and the shared part holds s.warp_count[kWarps] entries.
-template <int kU>
-__device__ __forceinline__ void AdmitMain(SharedState& s, const float* __restrict__ row, uint32_t L,
-                                          float t, const Frontier& fa, bool prefetch) {
-  AdmitToSegments<kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, prefetch);
+template <int kB, int kU>
+__device__ __forceinline__ void AdmitMain(SharedState<kB>& s, const float* __restrict__ row,
+                                          uint32_t L, float t, const Frontier& fa, bool prefetch) {
+  AdmitToSegments<kB, kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, prefetch);
   __syncthreads();
   const int top = CommonKeyBits(~s.neg_min_key, Key32(t));
-  const uint32_t shared = CompactSegments(fa, s.warp_count, Level0Shift(top), s.hist);
+  const uint32_t shared = CompactSegments<kB, PersistentVariant<kB>::kCandidates>(
+      fa, s.warp_count, Level0Shift(top), s.hist);
   if (threadIdx.x == 0) s.count = shared + s.spill, s.hist_top = top;
   __syncthreads();
 }
 
 // The admitted set as one frontier: the compacted shared part, then the
 // global slice (the main pass's spill, then the band's entries).
-__device__ __forceinline__ Frontier AdmittedView(const SharedState& s, const Frontier& fa) {
-  return Frontier{fa.s_idx, fa.s_key, s.warp_count[kWarps], fa.g_idx, fa.g_key, fa.g_cap};
+template <int kB>
+__device__ __forceinline__ Frontier AdmittedView(const SharedState<kB>& s, const Frontier& fa) {
+  return Frontier{fa.s_idx, fa.s_key, s.warp_count[SharedState<kB>::kWarps],
+                  fa.g_idx, fa.g_key, fa.g_cap};
 }
 
 // Completes the level-0 histogram of the C admitted values x >= cut and
@@ -65,22 +71,23 @@ __device__ __forceinline__ Frontier AdmittedView(const SharedState& s, const Fro
 // are added (the shared part was counted by CompactSegments), or, when the
 // band moved the cut (other common bits), every entry is recounted. Larger
 // than its stores: a re-scan of the row, top = 0.
-__device__ __noinline__ int FinishLevel0Hist(SharedState& s, const float* __restrict__ row,
+template <int kB>
+__device__ __noinline__ int FinishLevel0Hist(SharedState<kB>& s, const float* __restrict__ row,
                                              uint32_t L, float cut, const Frontier& view,
                                              uint32_t C) {
   if (C > view.capacity()) {
     ClearHist(s);
     __syncthreads();
-    RescanDigitHist(row, L, cut, s.hist);
+    RescanDigitHist<kB>(row, L, cut, s.hist);
     return 0;
   }
   const int top = CommonKeyBits(~s.neg_min_key, Key32(cut));
   if (top == s.hist_top) {
-    FrontierDigitHist(view, view.s_cap, C, Level0Shift(top), s.hist);
+    FrontierDigitHist<kB>(view, view.s_cap, C, Level0Shift(top), s.hist);
   } else {
     ClearHist(s);
     __syncthreads();
-    FrontierDigitHist(view, 0, C, Level0Shift(top), s.hist);
+    FrontierDigitHist<kB>(view, 0, C, Level0Shift(top), s.hist);
   }
   return top;
 }
@@ -88,14 +95,14 @@ __device__ __noinline__ int FinishLevel0Hist(SharedState& s, const float* __rest
 // Exact coarse recovery: the coarse bin tau* whose prefix reaches K over the
 // whole row gives a cutoff that certifies by construction. Leaves the admitted
 // set in fa / s.hist like the sampled pass. Returns the cutoff.
-template <int kU>
-__device__ __noinline__ float ExactCandidates(SharedState& s, const float* __restrict__ row,
+template <int kB, int kU>
+__device__ __noinline__ float ExactCandidates(SharedState<kB>& s, const float* __restrict__ row,
                                               uint32_t L, uint32_t k, const Frontier& fa) {
   ClearHist(s);
   if (threadIdx.x == 0) s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   __syncthreads();
-  CoarseHistPass(row, L, s.hist, &s.nan);
-  const Boundary bd = FindBoundary(s.hist, kCoarseBins, k, s.scratch);
+  CoarseHistPass<kB>(row, L, s.hist, &s.nan);
+  const Boundary bd = FindBoundary<kB>(s.hist, kCoarseBins, k, s.scratch);
   if (s.nan) return 0.f;
   if (threadIdx.x < 32) {
     const float t = WarpCoarseCutoff(bd.bin);
@@ -104,14 +111,14 @@ __device__ __noinline__ float ExactCandidates(SharedState& s, const float* __res
   ClearHist(s);
   __syncthreads();
   const float cut = s.t0;
-  AdmitMain<kU>(s, row, L, cut, fa, false);
+  AdmitMain<kB, kU>(s, row, L, cut, fa, false);
   return cut;
 }
 
-template <int kU>
-__device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, const KernelParams& p,
-                                       int64_t r, const Frontier& fa, const Frontier& fb,
-                                       uint32_t* out_buf, uint64_t* sort_buf) {
+template <int kB, int kU>
+__device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
+                                       const KernelParams& p, int64_t r, const Frontier& fa,
+                                       const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf) {
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
   const float* row = a.layout == static_cast<int32_t>(Layout::kPitched)
@@ -120,7 +127,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
   const int64_t length = a.lengths[r];
   int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
   if (length < 0 || length > a.width) {
-    FillEmpty(out_row, k);
+    FillEmpty<kB>(out_row, k);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
     return;
   }
@@ -140,7 +147,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
   uint32_t count;
   if (L <= k) {
     unsigned nan = 0;
-    for (uint32_t i = tid; i < L; i += kThreads) {
+    for (uint32_t i = tid; i < L; i += kB) {
       out_buf[i] = i;
       nan |= IsNan(row[i]) ? 1u : 0u;
     }
@@ -154,12 +161,12 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
       const int stride = p.sample_stride;
       // The certification pass's first chunks stream into L2 during the
       // latency-bound proposal.
-      if (p.prefetch != 0 && tid == 0) PrefetchRowHead(row, L);
-      SampleHistogram(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+      if (p.prefetch != 0 && tid == 0) PrefetchRowHead<kB>(row, L);
+      SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
       const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
       const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
       Boundary b0, b1;
-      FindBoundaries(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
+      FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
       if (b0.total >= q1) {
         if (tid < 64) {
           const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
@@ -170,7 +177,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
         __syncthreads();
         lap(kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        AdmitMain<kU>(s, row, L, t0, fa, p.prefetch != 0);
+        AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0);
         if (!s.nan) {
           if (s.count >= k) {
             need_exact = false;
@@ -178,8 +185,8 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
             if (tid == 0) AddStat(p, kCertified, 1);
           } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
-            AdmitPass<true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count,
-                                       &s.neg_min_key, &s.nan, false);
+            AdmitPass<kB, true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count,
+                                           &s.neg_min_key, &s.nan, false);
             __syncthreads();
             if (s.count >= k) {
               need_exact = false;
@@ -193,7 +200,7 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     }
     if (need_exact && !s.nan) {
       if (tid == 0) AddStat(p, kExactRows, 1);
-      cut = ExactCandidates<kU>(s, row, L, k, fa);
+      cut = ExactCandidates<kB, kU>(s, row, L, k, fa);
     }
     lap(kCyclesAdmit);
     if (!s.nan) {
@@ -213,40 +220,63 @@ __device__ __noinline__ void SelectRow(SharedState& s, const DeviceArgs& a, cons
     lap(kCyclesRefine);
   }
   if (s.nan) {
-    FillEmpty(out_row, k);
+    FillEmpty<kB>(out_row, k);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
   } else {
-    FinalizeRow(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+    FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
   }
   __syncthreads();
   lap(kCyclesFinalize);
 }
 
-template <int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+// The shared frontiers and the output buffers of the variant of kB threads:
+// A and B in the arena after the state, overflowing to the CTA's slice; the
+// committed indices and the sort in shared memory for K up to the variant's
+// output capacity, in the slice above it.
+template <int kB>
+struct CtaStores {
+  Frontier fa, fb;
+  uint32_t* out_buf;
+  uint64_t* sort_buf;
+};
+template <int kB>
+__device__ __forceinline__ CtaStores<kB> MakeCtaStores(SharedState<kB>& s, const KernelParams& p) {
+  using V = PersistentVariant<kB>;
+  const uint32_t g = static_cast<uint32_t>(p.slice_entries);
+  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
+  uint32_t* arena = FrontierArena(s);
+  constexpr uint32_t ca = V::kCandidates, cb = V::kFrontier;
+  CtaStores<kB> c{
+      Frontier{arena, arena + ca, ca, slice, slice + g, g},
+      Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g}, s.out,
+      reinterpret_cast<uint64_t*>(arena)};
+  if (p.k > V::kOutput) {
+    c.out_buf = slice + 4 * g;
+    c.sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
+  }
+  return c;
+}
+
+// 4 float4 loads in flight per thread in the certification pass in both
+// variants: both run 1024 threads per SM at 64 registers.
+inline constexpr int kAdmitUnroll = 4;
+
+template <int kB>
+__global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
     PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                            const KernelParams p) {
   extern __shared__ uint4 smem_raw[];
-  SharedState& s = *reinterpret_cast<SharedState*>(smem_raw);
+  SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
-  const uint32_t g = static_cast<uint32_t>(p.slice_entries);
-  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
-  constexpr int kU = kMinBlocks >= 3 ? 2 : 4;  // loads in flight per thread (register budget)
-  uint32_t* arena = FrontierArena(s);
-  const uint32_t ca = static_cast<uint32_t>(p.smem_candidates);
-  const uint32_t cb = static_cast<uint32_t>(p.smem_frontier);
-  const Frontier fa{arena, arena + ca, ca, slice, slice + g, g};
-  const Frontier fb{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g};
-  uint32_t* out_buf = s.out;
-  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(arena);
-  if (p.k > kSmemOutput) {
-    out_buf = slice + 4 * g;
-    sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
-  }
+  const CtaStores<kB> c = MakeCtaStores(s, p);
+  const Frontier& fa = c.fa;
+  const Frontier& fb = c.fb;
+  uint32_t* out_buf = c.out_buf;
+  uint64_t* sort_buf = c.sort_buf;
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
-    SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    SelectRow<kB, kAdmitUnroll>(s, a, p, r, fa, fb, out_buf, sort_buf);
     if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
     __syncthreads();
     r = s.next_row;
@@ -271,36 +301,29 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 // (row-local arrival counter) builds the level-0 histogram from the row's
 // candidate buffer and refines it like the one-CTA path.
 // Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
-// to SelectRow on one CTA, which is exact on its own.
-template <int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
+// to SelectRow on one CTA, which is exact on its own. Always the 512-thread
+// variant (few rows: nothing to overlap across CTAs of one SM).
+__global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlocks)
     KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                   const KernelParams p) {
+  constexpr int kB = kThreads;
+  constexpr int kU = kAdmitUnroll;
   extern __shared__ uint4 smem_raw[];
-  SharedState& s = *reinterpret_cast<SharedState*>(smem_raw);
+  SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
   const int64_t r = blockIdx.x / p.split;
   const int seg = static_cast<int>(blockIdx.x % p.split);
   if (r >= a.num_rows) return;
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
-  const uint32_t g = static_cast<uint32_t>(p.slice_entries);
-  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
-  constexpr int kU = kMinBlocks >= 3 ? 2 : 4;  // loads in flight per thread (register budget)
-  uint32_t* arena = FrontierArena(s);
-  const uint32_t ca = static_cast<uint32_t>(p.smem_candidates);
-  const uint32_t cb = static_cast<uint32_t>(p.smem_frontier);
-  const Frontier fa{arena, arena + ca, ca, slice, slice + g, g};
-  const Frontier fb{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g};
-  uint32_t* out_buf = s.out;
-  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(arena);
-  if (p.k > kSmemOutput) {
-    out_buf = slice + 4 * g;
-    sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
-  }
+  const CtaStores<kB> c = MakeCtaStores(s, p);
+  const Frontier& fa = c.fa;
+  const Frontier& fb = c.fb;
+  uint32_t* out_buf = c.out_buf;
+  uint64_t* sort_buf = c.sort_buf;
   const int64_t length = a.lengths[r];
   if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length) {
-    if (seg == 0) SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (seg == 0) SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
@@ -319,12 +342,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   if (tid == 0) s.count = 0u, s.nan = 0u, s.out_count = 0u;
   __syncthreads();
   const int stride = p.sample_stride;
-  SampleHistogram(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+  SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
   const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
-  const Boundary b0 = FindBoundary(s.hist, kCoarseBins, q0, s.scratch);
+  const Boundary b0 = FindBoundary<kB>(s.hist, kCoarseBins, q0, s.scratch);
   if (b0.total < q1) {
-    if (seg == 0) SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (seg == 0) SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   if (tid < 32) {
@@ -338,8 +361,8 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
   const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
   if (beg < end) {
-    AdmitPass<false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count,
-                               &rh.neg_min_key, &rh.nan, p.prefetch != 0, beg);
+    AdmitPass<kB, false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count,
+                                   &rh.neg_min_key, &rh.nan, p.prefetch != 0, beg);
   }
   __threadfence();
   __syncthreads();
@@ -351,12 +374,12 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
   const uint32_t C = __ldcg(&rh.count);
   if (__ldcg(&rh.nan) != 0u) {
-    FillEmpty(out_row, k);
+    FillEmpty<kB>(out_row, k);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
     return;
   }
   if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
-    SelectRow<kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   // s.hist is still zero (cleared before the segment pass): the level-0
@@ -364,9 +387,9 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   int top = 0;
   if (C <= shared_front.capacity()) {
     top = CommonKeyBits(~__ldcg(&rh.neg_min_key), Key32(t0));
-    FrontierDigitHist(shared_front, 0, C, Level0Shift(top), s.hist);
+    FrontierDigitHist<kB>(shared_front, 0, C, Level0Shift(top), s.hist);
   } else {
-    RescanDigitHist(row, L, t0, s.hist);
+    RescanDigitHist<kB>(row, L, t0, s.hist);
   }
   if (tid == 0) {
     s.out_count = 0u;
@@ -378,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
                                   RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;
-  FinalizeRow(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+  FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
   if (tid == 0) {
     if (a.row_status) a.row_status[r] = RowStatus::kOk;
     AddStat(p, kRows, 1);
@@ -422,7 +445,7 @@ __global__ void __launch_bounds__(kThreads)
     keys[i] = v;
   }
   __syncthreads();
-  BlockBitonicSort(keys, n);
+  BlockBitonicSort<kThreads>(keys, n);
   for (uint32_t i = threadIdx.x + 1; i < want; i += kThreads) {
     if (keys[i] == keys[i - 1]) bad = 1;
   }
@@ -454,52 +477,65 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+template <int kB>
+constexpr size_t VariantSharedBytes() {
+  using V = PersistentVariant<kB>;
+  return sizeof(SharedState<kB>) + 8u * static_cast<size_t>(V::kCandidates + V::kFrontier);
+}
+// Four small CTAs must fit an SM's 228 KiB (1 KiB of it reserved per CTA).
+static_assert(VariantSharedBytes<kSmallThreads>() <= 56u * 1024u, "4 CTAs per SM");
+static_assert(VariantSharedBytes<kThreads>() <= 112u * 1024u, "2 CTAs per SM");
+// The output sort's keys reuse the frontier arena.
+static_assert(8u * kSmallMaxK <= 8u * (kSmallCandidates + kSmallFrontier), "sort in the arena");
+
 }  // namespace
 
-size_t PersistentSharedBytes(int min_blocks) {
-  const int ca = min_blocks >= 3 ? kSmemCandidates3 : kSmemCandidates;
-  const int cb = min_blocks >= 3 ? kSmemFrontier3 : kSmemFrontier;
-  return sizeof(SharedState) + 8u * static_cast<size_t>(ca + cb);
+size_t PersistentSharedBytes(int block) {
+  return block == kSmallThreads ? VariantSharedBytes<kSmallThreads>()
+                                : VariantSharedBytes<kThreads>();
 }
 
 cudaError_t ConfigurePersistentKernel() {
-  const int s2 = static_cast<int>(PersistentSharedBytes(2));
-  const int s3 = static_cast<int>(PersistentSharedBytes(3));
-  cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<2>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, s2);
+  cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<kThreads>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(PersistentSharedBytes(kThreads)));
   if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(PersistentSelectKernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             s3);
+    e = cudaFuncSetAttribute(PersistentSelectKernel<kSmallThreads>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(PersistentSharedBytes(kSmallThreads)));
   }
   if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(KvSplitKernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, s2);
-  }
-  if (e == cudaSuccess) {
-    e = cudaFuncSetAttribute(KvSplitKernel<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, s3);
+    e = cudaFuncSetAttribute(KvSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(PersistentSharedBytes(kThreads)));
   }
   if (e != cudaSuccess) return e;
   return cudaFuncSetAttribute(VerifyKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(8 * 8192));
 }
 
-cudaError_t PersistentOccupancy(int min_blocks, int* ctas_per_sm) {
-  if (min_blocks >= 3) {
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, PersistentSelectKernel<3>,
-                                                         kThreads, PersistentSharedBytes(3));
+cudaError_t PersistentOccupancy(int block, int* ctas_per_sm) {
+  if (block == kSmallThreads) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        ctas_per_sm, PersistentSelectKernel<kSmallThreads>, kSmallThreads,
+        PersistentSharedBytes(kSmallThreads));
   }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, PersistentSelectKernel<2>,
-                                                       kThreads, PersistentSharedBytes(2));
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      ctas_per_sm, PersistentSelectKernel<kThreads>, kThreads, PersistentSharedBytes(kThreads));
 }
 
 cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
                              const KernelParams& params, int grid, cudaStream_t stream) {
+  // The small variant stages at most kSmallMaxK outputs in shared memory and
+  // its slice has no staging area (the planner never pairs them).
+  if (params.block == kSmallThreads && params.k > kSmallMaxK) return cudaErrorInvalidValue;
   cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
   if (e != cudaSuccess) return e;
-  const size_t smem = PersistentSharedBytes(params.min_blocks);
-  if (params.min_blocks >= 3) {
-    PersistentSelectKernel<3><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  const size_t smem = PersistentSharedBytes(params.block);
+  if (params.block == kSmallThreads) {
+    PersistentSelectKernel<kSmallThreads>
+        <<<grid, kSmallThreads, smem, stream>>>(args, dev_args, params);
   } else {
-    PersistentSelectKernel<2><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+    PersistentSelectKernel<kThreads><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
   }
   return cudaGetLastError();
 }
@@ -512,12 +548,8 @@ cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
   if (e != cudaSuccess) return e;
   e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
   if (e != cudaSuccess) return e;
-  const size_t smem = PersistentSharedBytes(params.min_blocks);
-  if (params.min_blocks >= 3) {
-    KvSplitKernel<3><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
-  } else {
-    KvSplitKernel<2><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
-  }
+  const size_t smem = PersistentSharedBytes(kThreads);
+  KvSplitKernel<<<grid, kThreads, smem, stream>>>(args, dev_args, params);
   return cudaGetLastError();
 }
 

@@ -9,9 +9,10 @@ namespace topk::cuda {
 
 // Raises the kernel's dynamic shared memory limit; call once per device.
 cudaError_t ConfigurePersistentKernel();
-// Resident CTAs per SM of the persistent kernel variant (min_blocks 2 or 3).
-cudaError_t PersistentOccupancy(int min_blocks, int* ctas_per_sm);
-size_t PersistentSharedBytes(int min_blocks);
+// Resident CTAs per SM of the persistent kernel variant of `block` threads
+// (kThreads or kSmallThreads) and its dynamic shared memory.
+cudaError_t PersistentOccupancy(int block, int* ctas_per_sm);
+size_t PersistentSharedBytes(int block);
 
 // One launch of `grid` persistent CTAs. dev_args: when non-null the kernel
 // reads the per-call arguments from device memory (graph replays) and `args`

@@ -19,6 +19,15 @@ size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
 
 int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
 
+bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
+                        const CudaSelectorConfig& config) {
+  // The small variant's shared output holds K <= kSmallMaxK and its slice has
+  // no staging area for more.
+  if (device.small_block_ctas_per_sm <= 0 || shape.k > cuda::kSmallMaxK) return false;
+  if (config.ctas_per_sm_target == 4) return true;
+  return config.ctas_per_sm_target == 0 && shape.max_width <= kCudaSmallBlockMaxWidth;
+}
+
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
                                        const CudaDeviceInfo& device,
                                        const CudaSelectorConfig& config) {
@@ -43,15 +52,18 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     return absl::InvalidArgumentError(
         absl::StrFormat("sample_run = %d: 1 or 8", config.sample_run));
   }
+  if (config.ctas_per_sm_target != 0 && config.ctas_per_sm_target != 2 &&
+      config.ctas_per_sm_target != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ctas_per_sm_target = %d: 0, 2 or 4", config.ctas_per_sm_target));
+  }
   Plan plan;
   plan.shape = shape;
   plan.options = options;
   plan.block = cuda::kThreads;
   plan.split = 1;
+  // The 512-thread kernel's residency (also the KV-split kernel's).
   const int64_t resident = int64_t{device.sm_count} * device.persistent_ctas_per_sm;
-  const int64_t grid = config.grid_override > 0 ? config.grid_override : resident;
-  // No more CTAs than rows: an idle CTA would only cost its slice.
-  plan.grid = static_cast<int32_t>(std::min<int64_t>(grid, shape.max_rows));
   const int64_t min_sampled =
       config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
   if (shape.k > kCudaMaxFastK) {
@@ -65,6 +77,17 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     plan.route = Route::kPersistentSampled;
     plan.sample_stride = config.sample_stride != 0 ? config.sample_stride : kSampleStride;
   }
+  // The 4-CTAs/SM variant: forced (ctas_per_sm_target = 4) on both persistent
+  // K <= 2048 routes, or the planner's per-shape choice (0) on the sampled one.
+  const bool small = CudaUseSmallBlocks(shape, device, config) &&
+                     (plan.route == Route::kPersistentSampled ||
+                      (plan.route == Route::kRowLocalExact && config.ctas_per_sm_target == 4));
+  if (small) plan.block = cuda::kSmallThreads;
+  const int64_t persistent_resident =
+      small ? int64_t{device.sm_count} * device.small_block_ctas_per_sm : resident;
+  const int64_t grid = config.grid_override > 0 ? config.grid_override : persistent_resident;
+  // No more CTAs than rows: an idle CTA would only cost its slice.
+  plan.grid = static_cast<int32_t>(std::min<int64_t>(grid, shape.max_rows));
   // Few long rows: split each over 2/4/8 CTAs so the certification pass spans
   // the device (the persistent grid would leave most SMs idle).
   if (plan.route == Route::kPersistentSampled && config.enable_kv_split &&
@@ -72,6 +95,7 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     for (int32_t split : {8, 4, 2}) {
       if (shape.max_rows * split <= resident) {
         plan.route = Route::kKvSplitSampled;
+        plan.block = cuda::kThreads;
         plan.split = split;
         plan.grid = static_cast<int32_t>(shape.max_rows * split);
         break;

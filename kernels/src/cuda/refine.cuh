@@ -10,10 +10,16 @@
 
 namespace topk::cuda {
 
-// The CTA's shared state (about 104 KiB: two CTAs per SM).
+// The CTA's shared state of the variant of kB threads (with the frontiers
+// that follow it: about 104 KiB for two 512-thread CTAs per SM, under 56 KiB
+// for four 256-thread CTAs).
+template <int kB>
 struct __align__(16) SharedState {
+  static constexpr int kWarps = kB / 32;
   uint32_t hist[kCoarseBins];
-  uint32_t out[kSmemOutput];  // committed indices (K <= kSmemOutput)
+  // Committed indices (K <= PersistentVariant<kB>::kOutput; larger K stage in
+  // the CTA's global slice).
+  uint32_t out[PersistentVariant<kB>::kOutput];
   BoundaryScratch scratch;
   uint32_t count;        // admitted candidates
   uint32_t spill;        // main pass: candidates in the CTA's global slice
@@ -33,7 +39,8 @@ struct __align__(16) SharedState {
 // The frontiers' shared arrays follow the state in dynamic shared memory:
 // A (indices, keys) x smem_candidates, then B x smem_frontier; at the end of a
 // row the same bytes hold the output sort's 64-bit keys.
-__device__ __forceinline__ uint32_t* FrontierArena(SharedState& s) {
+template <int kB>
+__device__ __forceinline__ uint32_t* FrontierArena(SharedState<kB>& s) {
   return reinterpret_cast<uint32_t*>(&s + 1);
 }
 
@@ -78,9 +85,11 @@ struct RefineOut {
 // compacted warp segments); it is also the store of levels 2 and 4, read and written through the
 // same positions. A level whose frontier did not fit its store re-scans the row with the key-prefix
 // filter. Returns the number of re-scanned levels.
-__device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict__ row, uint32_t L,
-                                        float cut, uint32_t C, const Frontier fa, const Frontier fb,
-                                        uint32_t k, bool deterministic, int top, RefineOut ro) {
+template <int kB>
+__device__ __noinline__ uint32_t Refine(SharedState<kB>& s, const float* __restrict__ row,
+                                        uint32_t L, float cut, uint32_t C, const Frontier fa,
+                                        const Frontier fb, uint32_t k, bool deterministic, int top,
+                                        RefineOut ro) {
   const uint32_t tid = threadIdx.x;
   const int levels = KeyLevels(top) + (deterministic ? 3 : 0);
   uint32_t quota = k;
@@ -94,13 +103,13 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
     const Frontier cur = flip ? fb : fa;
     const Frontier nxt = flip ? fa : fb;
     // All 2048 bins: a narrower level's upper bins are zero.
-    const Boundary bd = FindBoundary(s.hist, kCoarseBins, quota, s.scratch);
+    const Boundary bd = FindBoundary<kB>(s.hist, kCoarseBins, quota, s.scratch);
     const uint32_t b = bd.bin;
     const uint32_t kk = quota - bd.below;
     const bool take_all = bd.in_bin == kk;
     const bool last = j == levels - 1;
     const bool store_next = !take_all && !last && bd.in_bin <= nxt.capacity();
-    for (uint32_t i = tid; i < kCoarseBins; i += kThreads) s.hist[i] = 0u;
+    for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
     if (tid == 0) s.next_count = 0u, s.tie_count = 0u;
     __syncthreads();
     // Warp-uniform: every lane calls classify the same number of times, so
@@ -125,7 +134,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
       }
     };
     if (stored) {
-      for (uint32_t base = 0; base < fcount; base += kThreads) {
+      for (uint32_t base = 0; base < fcount; base += kB) {
         const uint32_t pos = base + tid;
         const bool ok = pos < fcount;
         uint32_t idx = 0, key = 0;
@@ -134,7 +143,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
       }
     } else {
       const int above = LevelShift(j, top) + LevelBits(j, top);
-      StreamRow<2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+      StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
         const unsigned m = AtLeastMask(v, cut) & valid;
         if (__any_sync(kFullMask, m != 0u)) {
 #pragma unroll 1
@@ -162,6 +171,7 @@ __device__ __noinline__ uint32_t Refine(SharedState& s, const float* __restrict_
 
 // Writes the row: count committed indices then kEmptySlot. Sorted: value
 // descending, ties by index; deterministic unsorted: index ascending.
+template <int kB>
 __device__ __noinline__ void FinalizeRow(const float* __restrict__ row, const uint32_t* out,
                                          uint32_t count, int32_t* __restrict__ out_row, uint32_t k,
                                          bool sorted, bool deterministic, uint64_t* sort_buf) {
@@ -169,7 +179,7 @@ __device__ __noinline__ void FinalizeRow(const float* __restrict__ row, const ui
   if (sorted || deterministic) {
     uint32_t n = 1;
     while (n < count) n <<= 1;
-    for (uint32_t i = tid; i < n; i += kThreads) {
+    for (uint32_t i = tid; i < n; i += kB) {
       uint64_t v = ~0ull;
       if (i < count) {
         const uint32_t idx = out[i];
@@ -178,12 +188,12 @@ __device__ __noinline__ void FinalizeRow(const float* __restrict__ row, const ui
       sort_buf[i] = v;
     }
     __syncthreads();
-    BlockBitonicSort(sort_buf, n);
-    for (uint32_t i = tid; i < k; i += kThreads) {
+    BlockBitonicSort<kB>(sort_buf, n);
+    for (uint32_t i = tid; i < k; i += kB) {
       out_row[i] = i < count ? static_cast<int32_t>(static_cast<uint32_t>(sort_buf[i])) : -1;
     }
   } else {
-    for (uint32_t i = tid; i < k; i += kThreads) {
+    for (uint32_t i = tid; i < k; i += kB) {
       out_row[i] = i < count ? static_cast<int32_t>(out[i]) : -1;
     }
   }
