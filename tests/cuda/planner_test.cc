@@ -1,6 +1,8 @@
 // The CUDA planner is a pure host function: tested with a fake device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "topk/cuda_selector.h"
 
 namespace topk {
@@ -62,15 +64,24 @@ TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
 }
 
 // ctas_per_sm_target = 0: the planner's per-shape choice (sampled route,
-// K <= 2048, N_cap <= kCudaSmallBlockMaxWidth).
-TEST(CudaPlannerTest, AutoVariantFollowsTheWidthRule) {
+// K <= 2048; N_cap <= 256K, or 512K with M_cap >= 4096: bench/NOTES.md round 3).
+TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
   CudaSelectorConfig automatic;
   automatic.ctas_per_sm_target = 0;
-  for (int64_t n : {int64_t{131072}, int64_t{262144}, int64_t{524288}, int64_t{1} << 20}) {
-    const Plan p = MustPlan(2048, 4096, n, automatic);
-    EXPECT_EQ(p.block, n <= kCudaSmallBlockMaxWidth ? 256 : 512) << n;
-    EXPECT_EQ(p.grid, n <= kCudaSmallBlockMaxWidth ? 528 : 264) << n;
+  struct Case {
+    int64_t m, n;
+    int block;
+  };
+  for (const Case& c : {Case{512, 131072, 256}, Case{8192, 131072, 256}, Case{512, 262144, 256},
+                        Case{8192, 262144, 256}, Case{512, 524288, 512}, Case{2048, 524288, 512},
+                        Case{4096, 524288, 256}, Case{8192, 524288, 256},
+                        Case{8192, int64_t{1} << 20, 512}, Case{512, int64_t{1} << 20, 512}}) {
+    const Plan p = MustPlan(2048, c.m, c.n, automatic);
+    EXPECT_EQ(p.block, c.block) << c.m << " x " << c.n;
+    EXPECT_EQ(p.grid, std::min<int64_t>(c.m, c.block == 256 ? 528 : 264)) << c.m << " x " << c.n;
   }
+  // The default (2) keeps 512 threads everywhere.
+  EXPECT_EQ(MustPlan(2048, 4096, 131072).block, 512);
   EXPECT_EQ(MustPlan(4096, 4096, 131072, automatic).block, 512);
   EXPECT_EQ(MustPlan(2048, 4096, 8192, automatic).block, 512);  // exact route: default
 }

@@ -58,7 +58,9 @@ struct CudaSelectorConfig {
   // (56 KiB, the same registers and loads in flight; more CTAs to cover each
   // other's latency-bound per-row phases; K <= 2048 only, larger K take the
   // 512-thread variant), or 0: the planner's choice per shape
-  // (CudaUseSmallBlocks). The KV-split route always runs 512 threads.
+  // (CudaUseSmallBlocks: 4 x 256 where round 3 measured it faster). The
+  // KV-split route always runs 512 threads. Default 2 until a device run
+  // validates the round-3 race fix (bench/NOTES.md, GPU round 3); then 0.
   int ctas_per_sm_target = 2;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
@@ -73,10 +75,15 @@ inline constexpr int32_t kCudaMaxFastK = 4096;
 // Largest K served at all (general path, global staging).
 inline constexpr int32_t kCudaMaxK = 1 << 20;
 
-// The planner's variant choice for ctas_per_sm_target == 0: the 256-thread
-// kernel (4 CTAs/SM) for the persistent routes with K <= 2048 and N_cap up to
-// this width.
-inline constexpr int64_t kCudaSmallBlockMaxWidth = 0;
+// The planner's variant choice for ctas_per_sm_target == 0 (measured on the
+// H200, bench/NOTES.md GPU round 3): the 256-thread kernel (4 CTAs/SM) on the
+// persistent sampled route with K <= 2048 and N_cap <= kCudaSmallBlockMaxWidth
+// (8-16 % faster at 128K and 256K), or N_cap <= kCudaSmallBlockWideMaxWidth
+// with M_cap >= kCudaSmallBlockWideMinRows (4-5 % faster at 512K); slower at
+// 1M and for M = 512 at 512K, which keep 512 threads.
+inline constexpr int64_t kCudaSmallBlockMaxWidth = 262144;
+inline constexpr int64_t kCudaSmallBlockWideMaxWidth = 524288;
+inline constexpr int64_t kCudaSmallBlockWideMinRows = 4096;
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
 

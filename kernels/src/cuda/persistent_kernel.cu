@@ -98,6 +98,10 @@ __device__ __noinline__ int FinishLevel0Hist(SharedState<kB>& s, const float* __
 template <int kB, int kU>
 __device__ __noinline__ float ExactCandidates(SharedState<kB>& s, const float* __restrict__ row,
                                               uint32_t L, uint32_t k, const Frontier& fa) {
+  // Every thread has read the sampled pass's count (the need_exact decision)
+  // before thread 0 resets it: racecheck reported the read-after-write hazard
+  // (round 3; benign by value, both reads are < K, but a race).
+  __syncthreads();
   ClearHist(s);
   if (threadIdx.x == 0) s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   __syncthreads();

@@ -25,7 +25,10 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
   // no staging area for more.
   if (device.small_block_ctas_per_sm <= 0 || shape.k > cuda::kSmallMaxK) return false;
   if (config.ctas_per_sm_target == 4) return true;
-  return config.ctas_per_sm_target == 0 && shape.max_width <= kCudaSmallBlockMaxWidth;
+  if (config.ctas_per_sm_target != 0) return false;
+  return shape.max_width <= kCudaSmallBlockMaxWidth ||
+         (shape.max_width <= kCudaSmallBlockWideMaxWidth &&
+          shape.max_rows >= kCudaSmallBlockWideMinRows);
 }
 
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
