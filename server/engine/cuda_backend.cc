@@ -214,13 +214,15 @@ class CudaWorker final : public WorkerBackend {
 
   int ordinal_;
   bool use_graphs_;
-  absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;
   EngineLimits limits_;
   std::unique_ptr<CudaSelector> selector_;
   size_t workspace_bytes_ = 0;
   Stream stream_;
   DeviceBuffer d_scores_, d_offsets_, d_lengths_, d_indices_, d_status_, d_workspace_;
   PinnedBuffer h_scores_, h_offsets_, h_lengths_, h_indices_, h_status_;
+  // Declared last so it is destroyed first: a graph runner synchronises the
+  // worker's stream and refers to its buffers while it is torn down.
+  absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;
 };
 
 class CudaDevice final : public Device {
