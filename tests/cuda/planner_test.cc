@@ -80,8 +80,11 @@ TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
     EXPECT_EQ(p.block, c.block) << c.m << " x " << c.n;
     EXPECT_EQ(p.grid, std::min<int64_t>(c.m, c.block == 256 ? 528 : 264)) << c.m << " x " << c.n;
   }
-  // The default (2) keeps 512 threads everywhere.
-  EXPECT_EQ(MustPlan(2048, 4096, 131072).block, 512);
+  // The default is the measured rule; ctas_per_sm_target = 2 keeps 512 threads.
+  EXPECT_EQ(MustPlan(2048, 4096, 131072).block, 256);
+  CudaSelectorConfig wide;
+  wide.ctas_per_sm_target = 2;
+  EXPECT_EQ(MustPlan(2048, 4096, 131072, wide).block, 512);
   EXPECT_EQ(MustPlan(4096, 4096, 131072, automatic).block, 512);
   EXPECT_EQ(MustPlan(2048, 4096, 8192, automatic).block, 512);  // exact route: default
 }

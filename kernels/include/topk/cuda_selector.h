@@ -59,9 +59,9 @@ struct CudaSelectorConfig {
   // other's latency-bound per-row phases; K <= 2048 only, larger K take the
   // 512-thread variant), or 0: the planner's choice per shape
   // (CudaUseSmallBlocks: 4 x 256 where round 3 measured it faster). The
-  // KV-split route always runs 512 threads. Default 2 until a device run
-  // validates the round-3 race fix (bench/NOTES.md, GPU round 3); then 0.
-  int ctas_per_sm_target = 2;
+  // KV-split route always runs 512 threads. Default 0: the per-shape choice
+  // (bench/NOTES.md, GPU rounds 3 and 4).
+  int ctas_per_sm_target = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };
