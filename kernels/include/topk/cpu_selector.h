@@ -17,11 +17,11 @@ struct CpuSelectorConfig {
 // Counters of which path each row took; summed over a Run.
 struct CpuRouteStats {
   int64_t rows = 0;
-  int64_t short_rows = 0;       // L <= K
-  int64_t certified = 0;        // tau0 certified directly
-  int64_t band_rescued = 0;     // needed the tau1 band
-  int64_t exact_recovery = 0;   // exact coarse recovery (incl. unusable views)
-  int64_t candidates = 0;       // sum of certified candidate counts
+  int64_t short_rows = 0;      // L <= K
+  int64_t certified = 0;       // tau0 certified directly
+  int64_t band_rescued = 0;    // needed the tau1 band
+  int64_t exact_recovery = 0;  // exact coarse recovery (incl. unusable views)
+  int64_t candidates = 0;      // sum of certified candidate counts
 };
 
 class CpuSelector final : public Selector {

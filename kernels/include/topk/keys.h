@@ -87,7 +87,7 @@ TOPK_HD uint16_t HalfBitsRoundNearest(float f) {
   const uint32_t x = FloatBits(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (ax > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN
   if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: inf
   if (ax >= 0x38800000u) {  // normal FP16 range, >= 2^-14
     const uint32_t rounded = ax + 0xFFFu + ((ax >> 13) & 1u);
@@ -125,10 +125,10 @@ inline constexpr uint32_t kCoarseOfMinusInf = 2016;
 // -0.0 (the next key) shares the bin and is returned, so that `x >= t` keeps
 // both zeros, as it must under numeric compare.
 TOPK_HD float CoarseCutoff(uint32_t b) {
-  if (b < kCoarseOfPlusInf) return BitsToFloat(0x7FC00000u);  // NaN: admits nothing
+  if (b < kCoarseOfPlusInf) return BitsToFloat(0x7FC00000u);    // NaN: admits nothing
   if (b >= kCoarseOfMinusInf) return BitsToFloat(0xFF800000u);  // -inf: admits all
-  uint32_t lo = kKeyOfPlusInf;   // coarse(value(lo)) <= b
-  uint32_t hi = kKeyOfMinusInf;  // coarse(value(hi)) > b
+  uint32_t lo = kKeyOfPlusInf;                                  // coarse(value(lo)) <= b
+  uint32_t hi = kKeyOfMinusInf;                                 // coarse(value(hi)) > b
   while (hi - lo > 1u) {
     const uint32_t mid = lo + (hi - lo) / 2u;
     if (Coarse(BitsToFloat(BitsOfDescendingKey(mid))) <= b) {

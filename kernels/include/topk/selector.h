@@ -26,8 +26,8 @@ struct ProblemShape {
 
 // Which kernel family (or CPU route) a plan runs.
 enum class Route : uint8_t {
-  kCpuSampled = 0,       // CPU three-phase selector (exact route for short rows inside)
-  kCpuExact = 1,         // CPU, sampling switched off: exact coarse recovery for every row
+  kCpuSampled = 0,  // CPU three-phase selector (exact route for short rows inside)
+  kCpuExact = 1,    // CPU, sampling switched off: exact coarse recovery for every row
   kPersistentSampled = 2,
   kKvSplitSampled = 3,
   kRowLocalExact = 4,

@@ -48,8 +48,8 @@ absl::Status ValidateBatch(const RowBatch& batch, int32_t k) {
           absl::StrFormat("lengths[%d] = %d: a valid length cannot be negative", r, length));
     }
     if (length > batch.width) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "lengths[%d] = %d: exceeds the row width %d", r, length, batch.width));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("lengths[%d] = %d: exceeds the row width %d", r, length, batch.width));
     }
     if (batch.layout == Layout::kPacked && batch.row_offsets[r] < 0) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -65,8 +65,8 @@ absl::Status CheckBatchFitsPlan(const Plan& plan, const RowBatch& batch) {
         "num_rows = %d: exceeds the plan's max_rows %d", batch.num_rows, plan.shape.max_rows));
   }
   if (batch.width > plan.shape.max_width) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "width = %d: exceeds the plan's max_width %d", batch.width, plan.shape.max_width));
+    return absl::InvalidArgumentError(absl::StrFormat("width = %d: exceeds the plan's max_width %d",
+                                                      batch.width, plan.shape.max_width));
   }
   if (batch.layout != plan.shape.layout) {
     return absl::InvalidArgumentError("layout: differs from the plan's layout");
