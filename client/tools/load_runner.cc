@@ -137,17 +137,25 @@ absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t 
   return client.Select(*w.requests[variant], w.options);
 }
 
+// The measured window of a step: warm-up first, then `duration_s` of calls.
+struct Window {
+  Clock::time_point measure_from;
+  Clock::time_point stop_at;
+};
+
+Window MeasureWindow(const StepTiming& timing) {
+  const auto seconds = [](double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+  };
+  const Clock::time_point measure_from = Clock::now() + seconds(timing.warmup_s);
+  return {measure_from, measure_from + seconds(timing.duration_s)};
+}
+
 }  // namespace
 
 StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
                           std::vector<std::unique_ptr<Client>>& clients, int concurrency) {
-  const double warmup = timing.warmup_s;
-  const double duration = timing.duration_s;
-  const auto start = Clock::now();
-  const auto measure_from =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
-  const auto stop_at = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(duration));
+  const auto [measure_from, stop_at] = MeasureWindow(timing);
   Collector collector(w, measure_from);
   Progress progress(timing.progress, absl::StrFormat("concurrency %d", concurrency), collector);
   std::vector<std::thread> threads;
@@ -167,13 +175,8 @@ StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
 StepResult RunRate(const Workload& w, const StepTiming& timing,
                    std::vector<std::unique_ptr<Client>>& clients, double rate,
                    int max_outstanding) {
-  const double warmup = timing.warmup_s;
-  const double duration = timing.duration_s;
   const auto start = Clock::now();
-  const auto measure_from =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup));
-  const auto stop_at = measure_from + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(duration));
+  const auto [measure_from, stop_at] = MeasureWindow(timing);
   Collector collector(w, measure_from);
   Progress progress(timing.progress, absl::StrFormat("rate %g/s", rate), collector);
   std::atomic<int> outstanding{0};
