@@ -5,7 +5,10 @@
 #   2. compute-sanitizer memcheck and racecheck on a small configuration,
 #   3. topk-bench-gpu + torch.topk baseline + plot.
 # Logs, CSVs and the PNG go to $OUT; a short table is printed last.
-# usage: scripts/device-gpu-check.sh [smoke|round2|round3|full]
+# usage: scripts/device-gpu-check.sh [smoke|round2|round3|round5|full]
+#   round5: the suite, memcheck + racecheck on the register-resident route's
+#   small cases, and the short-row A/B (register route vs the two-pass
+#   row-local route, same data; then the old default route) only.
 #   The suite runs every test on both persistent kernel variants (512 x 2 and
 #   256 x 4 CTAs/SM); the sanitizer filters match both.
 #   round2: the suite, sanitizer, the 32-shape bench, one-CTA-per-row A/B on
@@ -21,6 +24,40 @@ mkdir -p "$OUT"
 bin=.carry/dist/bin
 export PYTHONUNBUFFERED=1
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+
+if [ "$mode" = round5 ]; then
+  {
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv
+    "$bin/topk-plan" --explain | head -30
+    "$bin/topk_cuda_planner_test" --gtest_brief=1
+    timeout 120 "$bin/topk_cuda_test"
+    echo "topk_cuda_test rc=$?"
+  } >"$OUT/tests.log" 2>&1
+  grep -E "PASSED|FAILED|rc=|^\[  FAILED" "$OUT/tests.log" | tail -20
+  {
+    echo "== memcheck"
+    timeout 45 "$sanitizer" --tool memcheck --leak-check no "$bin/topk_cuda_test" \
+      --gtest_filter='*RegisterExactTest.SanitizerSmall/Cta2x512:*RegisterExactTest.NanRows*/Cta2x512'
+    echo "memcheck rc=$?"
+    echo "== racecheck"
+    timeout 50 "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
+      --gtest_filter='*RegisterExactTest.SanitizerSmall/Cta2x512'
+    echo "racecheck rc=$?"
+  } >"$OUT/sanitizer.log" 2>&1
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rc=" "$OUT/sanitizer.log"
+  short=2048:4096,2048:8192,2048:16384,512:16384
+  # ours = register route, exact = two-pass row-local route (same data).
+  timeout 30 "$bin/topk-bench-gpu" --csv "$OUT/round5_ab.csv" --register-exact \
+    --shapes "$short" --reps 30 \
+    >"$OUT/bench.log" 2>&1
+  echo "bench rc=$?"
+  # The old default (register route off) for the same shapes.
+  timeout 30 "$bin/topk-bench-gpu" --csv "$OUT/round5_old_default.csv" --no-register-exact \
+    --shapes "$short" --reps 30 2>&1 | sed 's/^/old /' >>"$OUT/bench.log"
+  echo "old bench rc=$?"
+  grep -E "^(M=|old M=|# wrote|old # wrote)" "$OUT/bench.log" | sed -E 's/  scan [0-9.]+//'
+  exit 0
+fi
 
 {
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used,memory.total --format=csv

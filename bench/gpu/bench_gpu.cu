@@ -11,6 +11,13 @@
 //                       [--alt-ctas-per-sm 0|2|4]   (A/B: a second sampled
 //                       selector with this kernel variant, timed on the same
 //                       data right after the first; "alt" columns)
+//                       [--register-exact | --no-register-exact]   (the
+//                       selector with / without the register-resident route
+//                       for N <= 16384; off by default)
+// The "exact" column is the two-pass row-local exact route (sampling and the
+// register route off): with --register-exact on short-row shapes (N <= 16384)
+// "ours" is the register route, so ours vs exact is the round-5 A/B on the
+// same data.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -177,6 +184,14 @@ int main(int argc, char** argv) {
       alt_ctas = std::atoi(argv[++i]);
       continue;
     }
+    if (!std::strcmp(argv[i], "--no-register-exact")) {
+      cfg.enable_register_exact = false;
+      continue;
+    }
+    if (!std::strcmp(argv[i], "--register-exact")) {
+      cfg.enable_register_exact = true;
+      continue;
+    }
     if (!std::strcmp(argv[i], "--no-kv-split")) {
       cfg.enable_kv_split = false;
       continue;
@@ -221,6 +236,7 @@ int main(int argc, char** argv) {
   auto sampled = Must(topk::CudaSelector::Create(cfg));
   topk::CudaSelectorConfig off_cfg;
   off_cfg.enable_sampling = false;
+  off_cfg.enable_register_exact = false;  // the two-pass row-local route
   auto exact = Must(topk::CudaSelector::Create(off_cfg));
   // The A/B selector: the same options as the sampled one but the variant.
   std::unique_ptr<topk::CudaSelector> alt;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -623,6 +624,250 @@ TEST_P(CudaSelectorTest, SanitizerSmall) {
     Check(*sel, testing::Generate(spec), 256, o, "sanitizer");
   }
 }
+
+// --- Register-resident direct-exact route (rows of L <= 16384) -------------
+
+constexpr int64_t kRegisterT = kCudaRegisterExactMaxWidth;
+
+// Rows of lengths {0, 1, K-1, K, K+1, T-1, T} (clamped, K+1 <= T) and two
+// random lengths in (K, T], width T. Pitched: pitch T + 1 (every row start
+// alignment). Packed: rows at offsets that leave 1..3 padding floats between
+// them (any 4-byte alignment). Every float beyond a row's L holds `padding`.
+ScoreMatrix ShortRows(Distribution d, int32_t k, Layout layout, float padding, uint64_t seed) {
+  std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, kRegisterT - 1, kRegisterT};
+  std::mt19937_64 rng(seed);
+  for (int i = 0; i < 2; ++i)
+    lens.push_back(k + 1 + static_cast<int64_t>(rng() % (kRegisterT - k)));
+  ScoreMatrix m;
+  m.layout = layout;
+  m.rows = static_cast<int64_t>(lens.size());
+  m.width = kRegisterT;
+  std::vector<int64_t> starts;
+  if (layout == Layout::kPitched) {
+    m.pitch = kRegisterT + 1;
+    for (int64_t r = 0; r < m.rows; ++r) starts.push_back(r * m.pitch);
+    m.scores.assign(m.rows * m.pitch, padding);
+  } else {
+    int64_t off = 0;
+    for (int64_t r = 0; r < m.rows; ++r) {
+      starts.push_back(off);
+      off += std::max<int64_t>(lens[r], 0) + 1 + r % 3;
+    }
+    m.row_offsets = starts;
+    m.scores.assign(off, padding);
+  }
+  for (int64_t r = 0; r < m.rows; ++r) {
+    const int64_t L = std::clamp<int64_t>(lens[r], 0, kRegisterT);
+    m.lengths.push_back(static_cast<int32_t>(L));
+    testing::FillRow(d, seed, r, m.scores.data() + starts[r], L);
+  }
+  return m;
+}
+
+// The register route on its own config (the default may turn it off): every
+// generator x K x layout x mode, padding NaN / 1e9, verifier + reference.
+class RegisterExactTest : public CudaSelectorTest {
+ protected:
+  std::unique_ptr<CudaSelector> MakeRegister(bool on = true) {
+    CudaSelectorConfig c;
+    c.enable_register_exact = on;
+    auto s = CudaSelector::Create(c);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+  void SetUp() override {
+    CudaSelectorTest::SetUp();
+    if (IsSkipped()) return;
+    // One kernel whatever the persistent variant.
+    if (GetParam() == 4) GTEST_SKIP() << "register route: one variant";
+  }
+};
+
+TEST_P(RegisterExactTest, EveryGeneratorEveryKBothLayoutsAllModes) {
+  auto sel = MakeRegister();
+  ASSERT_NE(sel, nullptr);
+  uint64_t seed = 1;
+  for (Distribution d : testing::kAllDistributions) {
+    for (int32_t k : {1, 64, 512, 2048, 4096}) {
+      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          const float padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
+          const ScoreMatrix m = ShortRows(d, k, layout, padding, ++seed);
+          SelectOptions o;
+          o.sorted = mode & 1;
+          o.deterministic = mode & 2;
+          std::vector<int32_t> out;
+          std::vector<RowStatus> status;
+          Plan plan;
+          RunOn(*sel, m, k, o, &out, &status, &plan);
+          if (HasFatalFailure()) return;
+          ASSERT_EQ(plan.route, Route::kRegisterExact);
+          const std::string what = std::string(testing::DistributionName(d)) +
+                                   " k=" + std::to_string(k) +
+                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
+                                   std::to_string(mode);
+          ASSERT_OK(testing::VerifySelection(m.batch(), k, o, out.data(), status.data()));
+          std::vector<int32_t> ref(out.size());
+          std::vector<RowStatus> ref_status(m.rows);
+          ASSERT_OK(
+              testing::ReferenceSelect(m.batch(), k, o, OutputView{ref.data(), ref_status.data()}));
+          for (int64_t r = 0; r < m.rows; ++r) {
+            ASSERT_EQ(status[r], ref_status[r]) << what << " row " << r;
+            // L <= K rows and deterministic rows are unique answers.
+            if (o.deterministic || m.lengths[r] <= k) {
+              ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * 4))
+                  << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
+            }
+          }
+          int64_t served = 0;
+          for (int32_t L : m.lengths) served += L > k ? 1 : 0;
+          ASSERT_EQ(last_stats_.exact_rows, served) << what;
+          ASSERT_EQ(last_stats_.rescans, 0) << what;
+        }
+      }
+    }
+  }
+}
+
+// The register route and the two-pass row-local route give bit-identical
+// deterministic output.
+TEST_P(RegisterExactTest, MatchesRowLocalRouteDeterministic) {
+  auto reg = MakeRegister(true);
+  auto old = MakeRegister(false);
+  ASSERT_TRUE(reg && old);
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kFp8Ties;
+  spec.rows = 64;
+  spec.width = kRegisterT;
+  spec.lengths = LengthPattern::kRandom;
+  const ScoreMatrix m = testing::Generate(spec);
+  for (int32_t k : {64, 2048}) {
+    SelectOptions o;
+    o.deterministic = true;
+    std::vector<int32_t> a, b;
+    std::vector<RowStatus> sa, sb;
+    Plan pa, pb;
+    RunOn(*reg, m, k, o, &a, &sa, &pa);
+    RunOn(*old, m, k, o, &b, &sb, &pb);
+    ASSERT_EQ(pa.route, Route::kRegisterExact);
+    ASSERT_NE(pb.route, Route::kRegisterExact);
+    EXPECT_EQ(a, b) << "k " << k;
+    EXPECT_EQ(sa, sb);
+  }
+}
+
+TEST_P(RegisterExactTest, NanRowsAndBadLengths) {
+  auto sel = MakeRegister();
+  ASSERT_NE(sel, nullptr);
+  const int32_t k = 512;
+  ScoreMatrix m = ShortRows(Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
+  // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  m.scores[2 * m.pitch + k - 2] = nan;           // L <= K row
+  m.scores[4 * m.pitch + 0] = nan;               // first value (head scalar or body)
+  m.scores[5 * m.pitch + kRegisterT - 2] = nan;  // last value of L = T-1 (tail)
+  m.scores[6 * m.pitch + 7000] = nan;            // register body
+  m.scores[7 * m.pitch + m.lengths[7]] = nan;    // just beyond L: ignored
+  m.lengths[3] = -1;
+  m.lengths[8] = static_cast<int32_t>(kRegisterT + 1);  // > width
+  std::vector<int32_t> out;
+  std::vector<RowStatus> status;
+  Plan plan;
+  RunOn(*sel, m, k, {}, &out, &status, &plan);
+  ASSERT_EQ(plan.route, Route::kRegisterExact);
+  const RowStatus want[] = {RowStatus::kOk,        RowStatus::kOk,  RowStatus::kNan,
+                            RowStatus::kBadLength, RowStatus::kNan, RowStatus::kNan,
+                            RowStatus::kNan,       RowStatus::kOk,  RowStatus::kBadLength};
+  for (int r = 0; r < 9; ++r) {
+    EXPECT_EQ(status[r], want[r]) << "row " << r;
+    if (want[r] != RowStatus::kOk) {
+      for (int i = 0; i < k; ++i) ASSERT_EQ(out[r * k + i], -1) << "row " << r;
+    }
+  }
+  EXPECT_EQ(out[0], -1);  // L = 0
+  EXPECT_EQ(out[k], 0);   // L = 1
+  EXPECT_EQ(out[k + 1], -1);
+  // Row 7 (NaN just beyond L) alone through the verifier.
+  RowBatch one = m.batch();
+  one.num_rows = 1;
+  one.scores = m.scores.data() + 7 * m.pitch;
+  one.lengths = m.lengths.data() + 7;
+  ASSERT_OK(testing::VerifySelection(one, k, {}, out.data() + 7 * k, status.data() + 7));
+}
+
+// One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1,
+// cap} with new lengths and buffers; rows beyond live M stay untouched.
+TEST_P(RegisterExactTest, GraphReplayWithLiveRows) {
+  auto sel = MakeRegister();
+  ASSERT_NE(sel, nullptr);
+  const int32_t k = 2048;
+  const int64_t grid =
+      int64_t{sel->device_info().sm_count} * sel->device_info().register_exact_ctas_per_sm;
+  const int64_t cap = grid + 40;
+  auto plan = sel->MakePlan(ProblemShape{k, cap, kRegisterT, Layout::kPitched}, {});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->route, Route::kRegisterExact);
+  ASSERT_EQ(plan->grid, grid);
+  auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+  ASSERT_TRUE(ws.ok());
+  ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
+  auto stream = cuda::Stream::Create();
+  ASSERT_TRUE(stream.ok());
+  RunContext ctx{ws->get(), ws->bytes(), stream->get()};
+  auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
+  ASSERT_TRUE(runner.ok()) << runner.status();
+  int seed = 0;
+  for (int64_t live : {int64_t{0}, int64_t{1}, grid - 1, grid, grid + 1, cap}) {
+    GeneratorSpec spec;
+    spec.rows = cap;
+    spec.width = kRegisterT;
+    spec.lengths = LengthPattern::kRandom;
+    spec.seed = 900 + ++seed;
+    const ScoreMatrix m = testing::Generate(spec);
+    auto dm = Upload(m);
+    ASSERT_TRUE(dm.ok());
+    RowBatch b = dm->batch;
+    b.num_rows = live;
+    auto dout = DeviceBuffer<int32_t>::Allocate(cap * k);
+    ASSERT_TRUE(dout.ok());
+    ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
+    ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
+    ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
+    std::vector<int32_t> out(cap * k);
+    ASSERT_CUDA(cudaMemcpy(out.data(), dout->get(), out.size() * 4, cudaMemcpyDeviceToHost));
+    RowBatch hb = m.batch();
+    hb.num_rows = live;
+    ASSERT_OK(testing::VerifySelection(hb, k, {}, out.data()));
+    for (int64_t i = live * k; i < cap * k; ++i) {
+      ASSERT_EQ(out[i], 0x7F7F7F7F) << "live M " << live << ": wrote beyond the live rows";
+    }
+    auto counters = sel->ReadCounters(ctx);
+    ASSERT_TRUE(counters.ok());
+    EXPECT_EQ(counters->first, 0u);
+    EXPECT_EQ(counters->second, 0u);
+  }
+}
+
+// Small configuration for compute-sanitizer (memcheck, racecheck).
+TEST_P(RegisterExactTest, SanitizerSmall) {
+  auto sel = MakeRegister();
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kConstant, Distribution::kFp8Ties}) {
+    for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+      SelectOptions o;
+      o.deterministic = true;
+      o.sorted = d != Distribution::kFp8Ties;
+      Check(*sel, ShortRows(d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11), 256, o,
+            "register sanitizer");
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelVariants, RegisterExactTest, ::testing::Values(2, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 4 ? std::string("Cta4x256") : "Cta2x512";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(KernelVariants, CudaSelectorTest, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& info) {

@@ -28,6 +28,9 @@ struct CudaDeviceInfo {
   // 512-thread variant, and the 256-thread one (0: not available).
   int persistent_ctas_per_sm = 0;
   int small_block_ctas_per_sm = 0;
+  // Resident CTAs per SM of the register-resident direct-exact kernel (512
+  // threads; 0: not available, the planner keeps the row-local exact route).
+  int register_exact_ctas_per_sm = 0;
 };
 
 struct CudaSelectorConfig {
@@ -62,12 +65,25 @@ struct CudaSelectorConfig {
   // KV-split route always runs 512 threads. Default 0: the per-shape choice
   // (bench/NOTES.md, GPU rounds 3 and 4).
   int ctas_per_sm_target = 0;
+  // Short rows (N_cap <= kCudaRegisterExactMaxWidth, K <= kCudaMaxFastK): the
+  // register-resident direct-exact kernel (Route::kRegisterExact), which
+  // reads each row from DRAM once into registers instead of twice (coarse
+  // histogram pass, then admit pass). false: those shapes keep the
+  // row-local exact / persistent routes. Off by default: exact on the H200
+  // (suite, memcheck, racecheck) but measured 1.7-2.2x SLOWER than the
+  // current short-row routes (bench/NOTES.md, GPU round 5): the rows are
+  // not DRAM-bound, and the kernel runs 1 CTA/SM and re-derives the coarse
+  // bin of every register slot in four passes.
+  bool enable_register_exact = false;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };
 
 // Rows with L below this take the exact route (measured crossover, NOTES.md).
 inline constexpr int64_t kCudaMinSampledLength = 16384;
+// Widest bucket of the register-resident direct-exact route: 512 threads x
+// 8 float4 registers (kernels/src/cuda/register_exact.cuh, kRegisterRowCap).
+inline constexpr int64_t kCudaRegisterExactMaxWidth = 16384;
 // Narrowest bucket for which few rows are split over several CTAs.
 inline constexpr int64_t kCudaKvSplitMinWidth = 65536;
 // Largest K served with shared-memory output staging (fast paths).
@@ -86,6 +102,11 @@ inline constexpr int64_t kCudaSmallBlockWideMaxWidth = 524288;
 inline constexpr int64_t kCudaSmallBlockWideMinRows = 4096;
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
+
+// The planner's register-route choice (Route::kRegisterExact): enabled,
+// available on the device, K <= kCudaMaxFastK, N_cap <= kCudaRegisterExactMaxWidth.
+bool CudaUseRegisterExact(const ProblemShape& shape, const CudaDeviceInfo& device,
+                          const CudaSelectorConfig& config);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);

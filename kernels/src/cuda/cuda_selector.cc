@@ -16,7 +16,7 @@ namespace {
 
 bool IsCudaRoute(Route r) {
   return r == Route::kPersistentSampled || r == Route::kRowLocalExact ||
-         r == Route::kGeneralExact || r == Route::kKvSplitSampled;
+         r == Route::kGeneralExact || r == Route::kKvSplitSampled || r == Route::kRegisterExact;
 }
 
 cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config, void* workspace) {
@@ -52,6 +52,9 @@ cudaError_t LaunchPlan(const Plan& plan, const cuda::DeviceArgs& args,
                        cudaStream_t stream) {
   if (plan.route == Route::kKvSplitSampled) {
     return cuda::LaunchKvSplit(args, dev_args, params, plan.grid, stream);
+  }
+  if (plan.route == Route::kRegisterExact) {
+    return cuda::LaunchRegisterExact(args, dev_args, params, plan.grid, stream);
   }
   return cuda::LaunchPersistent(args, dev_args, params, plan.grid, stream);
 }
@@ -135,6 +138,7 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   }
   TOPK_CUDA_RETURN_IF_ERROR(
       cuda::PersistentOccupancy(cuda::kSmallThreads, &info.small_block_ctas_per_sm));
+  TOPK_CUDA_RETURN_IF_ERROR(cuda::RegisterExactOccupancy(&info.register_exact_ctas_per_sm));
   if (absl::Status s =
           PlanCudaSelection(ProblemShape{1, 1, 1, Layout::kPitched}, {}, info, config).status();
       !s.ok()) {

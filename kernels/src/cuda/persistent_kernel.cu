@@ -6,6 +6,7 @@
 // with a captured memset, so garbage workspaces and graph replays are safe).
 #include "persistent_kernel.cuh"
 #include "refine.cuh"
+#include "register_exact.cuh"
 #include "topk/algorithm_constants.h"
 #include "topk/contract.h"
 
@@ -298,6 +299,135 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
   }
 }
 
+// Register-resident direct-exact (DESIGN section 3): the row of
+// K < L <= kRegisterRowCap is read from DRAM once, into registers
+// (LoadRowToRegisters); the coarse histogram, the frontier's key range and
+// the classification (commit coarse < tau*, frontier coarse == tau*) are
+// passes over registers. The frontier (at most L <= kRegisterRowCap entries)
+// always fits both stores (A, B: shared + slice >= 20480 entries), so Refine
+// never re-scans the row: a re-scan would re-admit the committed values,
+// which is why the route passes Refine the frontier's own key range and
+// quota K - committed. Deterministic ties: every committed value outranks
+// every frontier value (coarse is monotone in key32), and Refine resolves
+// the frontier by (key, index) like the persistent kernel's exact route.
+template <int kB>
+__device__ __noinline__ void RegisterSelectRow(SharedState<kB>& s, const DeviceArgs& a,
+                                               const KernelParams& p, int64_t r,
+                                               const CtaStores<kB>& c) {
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  // Row pointer, length and the stores are re-derived after the register
+  // passes (cheap loads) rather than kept live across them: the 36 floats of
+  // the row take most of the 64 registers.
+  auto row_of = [&]() {
+    return a.layout == static_cast<int32_t>(Layout::kPitched) ? a.scores + r * a.pitch
+                                                              : a.scores + a.row_offsets[r];
+  };
+  if (tid == 0) {
+    s.out_count = 0u, s.nan = 0u, s.count = 0u, s.neg_min_key = 0u, s.max_key = 0u;
+  }
+  ClearHist(s);
+  RegisterRow rr;
+  LoadRowToRegisters<kB>(row_of(), static_cast<uint32_t>(a.lengths[r]), rr);
+  __syncthreads();
+  RegisterCoarseHist<kB>(rr, s.hist, &s.nan);
+  // Synchronises on entry and exit: s.nan and the histogram are complete;
+  // s.scratch keeps tau* (bin), the committed count (below) and the frontier
+  // size (in_bin) until Refine's first boundary search.
+  const uint32_t tau = FindBoundary<kB>(s.hist, kCoarseBins, k, s.scratch).bin;
+  if (s.nan) {
+    FillEmpty<kB>(a.indices + r * static_cast<int64_t>(k), k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    __syncthreads();
+    return;
+  }
+  if (s.scratch.in_bin > c.fa.capacity() || s.scratch.in_bin > c.fb.capacity()) {
+    // Not reachable with the planner's slice sizes (frontier <= L <= 16384
+    // < 20480); kept so that a smaller slice stays exact: the two-pass route
+    // re-reads the row.
+    __syncthreads();
+    SelectRow<kB, kAdmitUnroll>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
+    return;
+  }
+  ClearHist(s);
+  OpaqueRegisters(rr);
+  RegisterFrontierKeyRange<kB>(rr, tau, &s.neg_min_key, &s.max_key);
+  __syncthreads();
+  const int top = CommonKeyBits(~s.neg_min_key, s.max_key);
+  OpaqueRegisters(rr);
+  RegisterCommit<kB>(rr, tau, s.out, &s.out_count);
+  OpaqueRegisters(rr);
+  RegisterFrontier<kB>(rr, tau, Level0Shift(top), c.fa, &s.count, s.hist);
+  __syncthreads();
+  long long clock_mark = clock64();
+  const uint32_t C = s.scratch.in_bin;
+  const uint32_t quota = k - s.scratch.below;
+  const float* row = row_of();
+  const uint32_t L = static_cast<uint32_t>(a.lengths[r]);
+  // The frontier's smallest value stands in for the cut: Refine only takes
+  // the shared key prefix from it (no re-scan, see above).
+  const float cut = BitsToFloat(BitsOfDescendingKey(s.max_key));
+  const uint32_t rescans = Refine(s, row, L, cut, C, c.fa, c.fb, quota, p.deterministic != 0, top,
+                                  RefineOut{s.out, &s.out_count});
+  __syncthreads();
+  const uint32_t count = s.out_count;
+  if (tid == 0) {
+    AddStat(p, kRows, 1);
+    AddStat(p, kExactRows, 1);
+    AddStat(p, kCands, C);
+    if (rescans) AddStat(p, kRescans, rescans);
+    const long long now = clock64();
+    AddStat(p, kCyclesRefine, static_cast<unsigned long long>(now - clock_mark));
+    clock_mark = now;
+  }
+  FinalizeRow<kB>(row, s.out, count, a.indices + r * static_cast<int64_t>(k), k, p.sorted != 0,
+                  p.deterministic != 0, c.sort_buf);
+  if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
+  __syncthreads();
+  if (tid == 0) {
+    AddStat(p, kCyclesFinalize, static_cast<unsigned long long>(clock64() - clock_mark));
+  }
+}
+
+// The register route's kernel: the persistent schedule (first wave by block
+// id, then a claim counter the last CTA resets) over the 512-thread
+// variant's shared state and slices. Rows the registers do not hold
+// (L > kRegisterRowCap), L <= K and bad lengths go to SelectRow.
+// One CTA per SM (128 registers): at 64 registers (2 CTAs/SM) the row's 36
+// floats plus the passes' temporaries spilled 268 bytes per thread per row
+// (ptxas -warn-spills), which would stream through L2 on every row.
+inline constexpr int kRegisterExactMinBlocks = 1;
+__global__ void __launch_bounds__(kThreads, kRegisterExactMinBlocks)
+    RegisterExactKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                        const KernelParams p) {
+  constexpr int kB = kThreads;
+  extern __shared__ uint4 smem_raw[];
+  SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
+  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  const CtaStores<kB> c = MakeCtaStores(s, p);
+  int64_t r = blockIdx.x;
+  while (r < a.num_rows) {
+    const int64_t length = a.lengths[r];
+    if (length > p.k && length <= kRegisterRowCap && length <= a.width) {
+      RegisterSelectRow<kB>(s, a, p, r, c);
+    } else {
+      SelectRow<kB, kAdmitUnroll>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
+    }
+    if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
+    __syncthreads();
+    r = s.next_row;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t done = atomicAdd(&p.counters[1], 1u);
+    if (done == gridDim.x - 1) {
+      atomicExch(&p.counters[0], 0u);
+      atomicExch(&p.counters[1], 0u);
+    }
+  }
+}
+
 // Sampled KV-split (DESIGN section 3): `split` CTAs per row. Every segment
 // CTA rebuilds the same view and cutoff from the row id, certifies its
 // contiguous segment into the row's shared candidate buffer (global count),
@@ -509,6 +639,10 @@ cudaError_t ConfigurePersistentKernel() {
                              static_cast<int>(PersistentSharedBytes(kSmallThreads)));
   }
   if (e == cudaSuccess) {
+    e = cudaFuncSetAttribute(RegisterExactKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(PersistentSharedBytes(kThreads)));
+  }
+  if (e == cudaSuccess) {
     e = cudaFuncSetAttribute(KvSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(PersistentSharedBytes(kThreads)));
   }
@@ -541,6 +675,22 @@ cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
   } else {
     PersistentSelectKernel<kThreads><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t RegisterExactOccupancy(int* ctas_per_sm) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, RegisterExactKernel, kThreads,
+                                                       PersistentSharedBytes(kThreads));
+}
+
+cudaError_t LaunchRegisterExact(const DeviceArgs& args, const DeviceArgs* dev_args,
+                                const KernelParams& params, int grid, cudaStream_t stream) {
+  // The shared output holds K <= kSmemOutput; larger K take the general route.
+  if (params.k > kSmemOutput) return cudaErrorInvalidValue;
+  cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+  if (e != cudaSuccess) return e;
+  RegisterExactKernel<<<grid, kThreads, PersistentSharedBytes(kThreads), stream>>>(args, dev_args,
+                                                                                   params);
   return cudaGetLastError();
 }
 

@@ -20,6 +20,13 @@ size_t PersistentSharedBytes(int block);
 cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
                              const KernelParams& params, int grid, cudaStream_t stream);
 
+// The register-resident direct-exact kernel (512 threads, the persistent
+// kernel's shared memory and slices; K <= kSmemOutput): its residency and
+// one launch (row claim counters zeroed first, like LaunchPersistent).
+cudaError_t RegisterExactOccupancy(int* ctas_per_sm);
+cudaError_t LaunchRegisterExact(const DeviceArgs& args, const DeviceArgs* dev_args,
+                                const KernelParams& params, int grid, cudaStream_t stream);
+
 // One launch of the KV-split kernel: grid = max_rows * split CTAs; zeroes the
 // per-row state first (a captured memset node under graph capture).
 cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,

@@ -24,6 +24,7 @@ struct __align__(16) SharedState {
   uint32_t count;        // admitted candidates
   uint32_t spill;        // main pass: candidates in the CTA's global slice
   uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (PublishMinKey)
+  uint32_t max_key;      // register route: largest frontier key (atomicMax)
   int hist_top;          // CommonKeyBits the level-0 histogram was built for
   // Main pass: per-warp segment counts, then their exclusive prefix with the
   // shared total S at [kWarps] (CompactSegments).

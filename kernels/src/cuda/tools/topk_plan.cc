@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  topk::CudaDeviceInfo info{132, 9, 0, 60u << 20, 141ull << 30, 2, 4};
-  const char* source = "fake H200 (132 SMs, 2 CTAs/SM of 512 threads, 4 of 256)";
+  topk::CudaDeviceInfo info{132, 9, 0, 60u << 20, 141ull << 30, 2, 4, 1};
+  const char* source = "fake H200 (132 SMs, 2 CTAs/SM of 512 threads, 4 of 256, 1 register-exact)";
   if (!fake) {
     auto selector = topk::CudaSelector::Create(config);
     if (selector.ok()) {
@@ -32,9 +32,11 @@ int main(int argc, char** argv) {
       source = "this device";
     }
   }
-  std::printf("# device: %s: %d SMs, sm_%d%d, %d persistent CTAs/SM (512 threads), %d (256)\n",
-              source, info.sm_count, info.compute_major, info.compute_minor,
-              info.persistent_ctas_per_sm, info.small_block_ctas_per_sm);
+  std::printf(
+      "# device: %s: %d SMs, sm_%d%d, %d persistent CTAs/SM (512 threads), %d (256), %d "
+      "register-exact\n",
+      source, info.sm_count, info.compute_major, info.compute_minor, info.persistent_ctas_per_sm,
+      info.small_block_ctas_per_sm, info.register_exact_ctas_per_sm);
   std::printf("%-6s %-8s %-8s %-20s %-6s %-5s %-6s %-6s %-12s\n", "K", "M_cap", "N_cap", "route",
               "stride", "split", "grid", "block", "workspace");
   const int64_t rows[] = {1, 8, 64, 512, 1024, 2048, 4096, 8192};
