@@ -522,20 +522,17 @@ TEST_P(CudaSelectorTest, NanRowsAndBadLengths) {
   }
 }
 
-// One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1, cap}
-// and changed lengths and buffers; rows beyond live M stay untouched.
-TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
-  auto sel = Make();
-  ASSERT_NE(sel, nullptr);
-  const int32_t k = 512;
-  const CudaDeviceInfo& info = sel->device_info();
-  const int64_t grid = int64_t{info.sm_count} * (GetParam() == 4 ? info.small_block_ctas_per_sm
-                                                                 : info.persistent_ctas_per_sm);
-  const int64_t cap = grid + 40;
-  auto plan = sel->MakePlan(ProblemShape{k, cap, 20000, Layout::kPitched}, {});
-  ASSERT_TRUE(plan.ok());
-  ASSERT_EQ(plan->grid, grid);
-  ASSERT_EQ(plan->block, GetParam() == 4 ? 256 : 512);
+// Replays one captured graph of `plan` for live M in {0, 1, grid-1, grid,
+// grid+1, cap} with new lengths and buffers each time (workspace filled with
+// garbage first): every live row exact, rows beyond live M untouched, and the
+// row-claim counters back at zero after each replay.
+void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& plan_ref, int64_t width,
+                                  uint64_t seed_base) {
+  CudaSelector* sel = &selector;
+  const Plan* plan = &plan_ref;
+  const int32_t k = plan->shape.k;
+  const int64_t grid = plan->grid;
+  const int64_t cap = plan->shape.max_rows;
   auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());
   ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
@@ -544,13 +541,13 @@ TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
   RunContext ctx{ws->get(), ws->bytes(), stream->get()};
   auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
   ASSERT_TRUE(runner.ok()) << runner.status();
-  int seed = 0;
+  uint64_t seed = 0;
   for (int64_t live : {int64_t{0}, int64_t{1}, grid - 1, grid, grid + 1, cap}) {
     GeneratorSpec spec;
     spec.rows = cap;
-    spec.width = 20000;
+    spec.width = width;
     spec.lengths = LengthPattern::kRandom;
-    spec.seed = ++seed;
+    spec.seed = seed_base + ++seed;
     const ScoreMatrix m = testing::Generate(spec);
     auto dm = Upload(m);
     ASSERT_TRUE(dm.ok());
@@ -574,6 +571,23 @@ TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
     EXPECT_EQ(counters->first, 0u);
     EXPECT_EQ(counters->second, 0u);
   }
+}
+
+// One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1, cap}
+// and changed lengths and buffers; rows beyond live M stay untouched.
+TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
+  auto sel = Make();
+  ASSERT_NE(sel, nullptr);
+  const int32_t k = 512;
+  const CudaDeviceInfo& info = sel->device_info();
+  const int64_t grid = int64_t{info.sm_count} * (GetParam() == 4 ? info.small_block_ctas_per_sm
+                                                                 : info.persistent_ctas_per_sm);
+  const int64_t cap = grid + 40;
+  auto plan = sel->MakePlan(ProblemShape{k, cap, 20000, Layout::kPitched}, {});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->grid, grid);
+  ASSERT_EQ(plan->block, GetParam() == 4 ? 256 : 512);
+  CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 0);
 }
 
 TEST_P(CudaSelectorTest, CAbi) {
@@ -808,44 +822,7 @@ TEST_P(RegisterExactTest, GraphReplayWithLiveRows) {
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->route, Route::kRegisterExact);
   ASSERT_EQ(plan->grid, grid);
-  auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
-  ASSERT_TRUE(ws.ok());
-  ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
-  auto stream = cuda::Stream::Create();
-  ASSERT_TRUE(stream.ok());
-  RunContext ctx{ws->get(), ws->bytes(), stream->get()};
-  auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
-  ASSERT_TRUE(runner.ok()) << runner.status();
-  int seed = 0;
-  for (int64_t live : {int64_t{0}, int64_t{1}, grid - 1, grid, grid + 1, cap}) {
-    GeneratorSpec spec;
-    spec.rows = cap;
-    spec.width = kRegisterT;
-    spec.lengths = LengthPattern::kRandom;
-    spec.seed = 900 + ++seed;
-    const ScoreMatrix m = testing::Generate(spec);
-    auto dm = Upload(m);
-    ASSERT_TRUE(dm.ok());
-    RowBatch b = dm->batch;
-    b.num_rows = live;
-    auto dout = DeviceBuffer<int32_t>::Allocate(cap * k);
-    ASSERT_TRUE(dout.ok());
-    ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
-    ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
-    ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
-    std::vector<int32_t> out(cap * k);
-    ASSERT_CUDA(cudaMemcpy(out.data(), dout->get(), out.size() * 4, cudaMemcpyDeviceToHost));
-    RowBatch hb = m.batch();
-    hb.num_rows = live;
-    ASSERT_OK(testing::VerifySelection(hb, k, {}, out.data()));
-    for (int64_t i = live * k; i < cap * k; ++i) {
-      ASSERT_EQ(out[i], 0x7F7F7F7F) << "live M " << live << ": wrote beyond the live rows";
-    }
-    auto counters = sel->ReadCounters(ctx);
-    ASSERT_TRUE(counters.ok());
-    EXPECT_EQ(counters->first, 0u);
-    EXPECT_EQ(counters->second, 0u);
-  }
+  CheckGraphReplayOverLiveRows(*sel, *plan, kRegisterT, 900);
 }
 
 // Small configuration for compute-sanitizer (memcheck, racecheck).

@@ -267,6 +267,30 @@ __device__ __forceinline__ CtaStores<kB> MakeCtaStores(SharedState<kB>& s, const
 // variants: both run 1024 threads per SM at 64 registers.
 inline constexpr int kAdmitUnroll = 4;
 
+// Persistent schedule: the first wave takes rows by block id, later rows are
+// claimed from counters[0] (block-uniform result, one claim per CTA).
+template <int kB>
+__device__ __forceinline__ int64_t ClaimNextRow(SharedState<kB>& s, const KernelParams& p) {
+  if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
+  __syncthreads();
+  const int64_t r = s.next_row;
+  __syncthreads();
+  return r;
+}
+
+// Called once per CTA after its last claim: the last CTA to finish restores
+// the counters for the next launch (graph replays without a host round trip).
+__device__ __forceinline__ void RestoreRowCounters(const KernelParams& p) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t done = atomicAdd(&p.counters[1], 1u);
+    if (done == gridDim.x - 1) {
+      atomicExch(&p.counters[0], 0u);
+      atomicExch(&p.counters[1], 0u);
+    }
+  }
+}
+
 template <int kB>
 __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
     PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
@@ -282,21 +306,9 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
     SelectRow<kB, kAdmitUnroll>(s, a, p, r, fa, fb, out_buf, sort_buf);
-    if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
-    __syncthreads();
-    r = s.next_row;
-    __syncthreads();
+    r = ClaimNextRow(s, p);
   }
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const uint32_t done = atomicAdd(&p.counters[1], 1u);
-    if (done == gridDim.x - 1) {
-      // Every CTA has made its last claim: restore the counters for the next
-      // launch (graph replays without a host round trip).
-      atomicExch(&p.counters[0], 0u);
-      atomicExch(&p.counters[1], 0u);
-    }
-  }
+  RestoreRowCounters(p);
 }
 
 // Register-resident direct-exact (DESIGN section 3): the row of
@@ -413,19 +425,9 @@ __global__ void __launch_bounds__(kThreads, kRegisterExactMinBlocks)
     } else {
       SelectRow<kB, kAdmitUnroll>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
     }
-    if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
-    __syncthreads();
-    r = s.next_row;
-    __syncthreads();
+    r = ClaimNextRow(s, p);
   }
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const uint32_t done = atomicAdd(&p.counters[1], 1u);
-    if (done == gridDim.x - 1) {
-      atomicExch(&p.counters[0], 0u);
-      atomicExch(&p.counters[1], 0u);
-    }
-  }
+  RestoreRowCounters(p);
 }
 
 // Sampled KV-split (DESIGN section 3): `split` CTAs per row. Every segment
