@@ -100,8 +100,7 @@ template <int kB, int kU>
 __device__ __noinline__ float ExactCandidates(SharedState<kB>& s, const float* __restrict__ row,
                                               uint32_t L, uint32_t k, const Frontier& fa) {
   // Every thread has read the sampled pass's count (the need_exact decision)
-  // before thread 0 resets it: racecheck reported the read-after-write hazard
-  // (round 3; benign by value, both reads are < K, but a race).
+  // before thread 0 resets it.
   __syncthreads();
   ClearHist(s);
   if (threadIdx.x == 0) s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
@@ -183,8 +182,14 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
         lap(kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
         AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0);
-        if (!s.nan) {
-          if (s.count >= k) {
+        // The band pass below adds to s.count and may set s.nan: every warp
+        // reads both before any warp can take that branch, so the whole CTA
+        // takes the same branch and reaches the same barriers.
+        const uint32_t admitted = s.count;
+        const bool main_nan = s.nan != 0u;
+        __syncthreads();
+        if (!main_nan) {
+          if (admitted >= k) {
             need_exact = false;
             cut = t0;
             if (tid == 0) AddStat(p, kCertified, 1);
