@@ -4,20 +4,12 @@
 // sampling off, and a scan-only kernel with the same row schedule. Every timed
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
-// usage: topk-bench-gpu [--csv FILE] [--quick] [--reps N] [--shapes M:N,M:N,...]
-//                       [--stride S] [--run R] [--prefetch] [--no-kv-split]
-//                       [--ctas-per-sm 0|2|4]   (sampled
-//                       selector's options)
-//                       [--alt-ctas-per-sm 0|2|4]   (A/B: a second sampled
-//                       selector with this kernel variant, timed on the same
-//                       data right after the first; "alt" columns)
-//                       [--register-exact | --no-register-exact]   (the
-//                       selector with / without the register-resident route
-//                       for N <= 16384; off by default)
-// The "exact" column is the two-pass row-local exact route (sampling and the
-// register route off): with --register-exact on short-row shapes (N <= 16384)
-// "ours" is the register route, so ours vs exact is the round-5 A/B on the
-// same data.
+// usage: topk-bench-gpu [--csv=FILE] [--quick] [--reps=N] [--shapes=M:N,M:N,...]
+//                       [--stride=S] [--run=R] [--prefetch] [--nokv_split]
+//                       [--ctas_per_sm=0|2|4] [--alt_ctas_per_sm=0|2|4]
+// --alt_ctas_per_sm times a second sampled selector with that kernel variant
+// on the same data right after the first ("alt" columns). The "exact" column
+// is the row-local exact route (sampling off) on the same data.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,13 +21,34 @@
 #include <string>
 #include <vector>
 
-#include "device_memory.h"
-#include "persistent_kernel.cuh"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "device_verifier.h"
+#include "kernel_args.h"
+#include "topk/cuda/resources.h"
 #include "topk/cuda_selector.h"
 
-namespace {
+// The selector options default to CudaSelectorConfig's own defaults.
+ABSL_FLAG(std::string, csv, "bench_gpu.csv", "where to write the per-shape CSV");
+ABSL_FLAG(bool, quick, false, "5 repetitions per shape");
+ABSL_FLAG(int32_t, reps, 0, "repetitions per shape (0: by size, 15 or 40)");
+ABSL_FLAG(std::string, shapes, "",
+          "M:N pairs, comma separated (empty: the 20-shape matrix, then the decode shapes)");
+ABSL_FLAG(int32_t, stride, topk::CudaSelectorConfig{}.sample_stride,
+          "sample stride s (0: the planner's choice)");
+ABSL_FLAG(int32_t, run, topk::CudaSelectorConfig{}.sample_run,
+          "consecutive floats per view position group (1 or 8)");
+ABSL_FLAG(bool, prefetch, topk::CudaSelectorConfig{}.l2_prefetch,
+          "L2 bulk prefetch ahead of the certification pass");
+ABSL_FLAG(bool, kv_split, topk::CudaSelectorConfig{}.enable_kv_split,
+          "split few long rows over several CTAs");
+ABSL_FLAG(int32_t, ctas_per_sm, topk::CudaSelectorConfig{}.ctas_per_sm_target,
+          "persistent kernel variant: 0 (planner's choice), 2 (512 threads) or 4 (256)");
+ABSL_FLAG(int32_t, alt_ctas_per_sm, -1,
+          "A/B: also time a selector with this variant on the same data (-1: none)");
 
-using topk::cuda::DeviceBuffer;
+namespace {
 
 #define CHECK_CUDA(expr)                                                                          \
   do {                                                                                            \
@@ -164,66 +177,40 @@ struct Row {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string csv_path = "bench_gpu.csv";
-  bool quick = false;
-  int reps_override = 0;
-  std::vector<std::pair<int64_t, int64_t>> shapes;
-  topk::CudaSelectorConfig cfg;
-  int alt_ctas = -1;  // -1: no A/B
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--stride") && i + 1 < argc) {
-      cfg.sample_stride = std::atoi(argv[++i]);
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--ctas-per-sm") && i + 1 < argc) {
-      cfg.ctas_per_sm_target = std::atoi(argv[++i]);
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--alt-ctas-per-sm") && i + 1 < argc) {
-      alt_ctas = std::atoi(argv[++i]);
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--no-register-exact")) {
-      cfg.enable_register_exact = false;
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--register-exact")) {
-      cfg.enable_register_exact = true;
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--no-kv-split")) {
-      cfg.enable_kv_split = false;
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--prefetch")) {
-      cfg.l2_prefetch = true;
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--run") && i + 1 < argc) {
-      cfg.sample_run = std::atoi(argv[++i]);
-      continue;
-    }
-    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) {
-      csv_path = argv[++i];
-    } else if (!std::strcmp(argv[i], "--quick")) {
-      quick = true;
-    } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
-      reps_override = std::atoi(argv[++i]);
-    } else if (!std::strcmp(argv[i], "--shapes") && i + 1 < argc) {
-      std::string s = argv[++i];
-      size_t pos = 0;
-      while (pos < s.size()) {
-        size_t comma = s.find(',', pos);
-        if (comma == std::string::npos) comma = s.size();
-        const std::string item = s.substr(pos, comma - pos);
-        const size_t colon = item.find(':');
-        shapes.emplace_back(std::atoll(item.substr(0, colon).c_str()),
-                            std::atoll(item.substr(colon + 1).c_str()));
-        pos = comma + 1;
-      }
-    }
+// "M:N,M:N,..." -> shapes; false on a malformed item.
+bool ParseShapes(const std::string& text, std::vector<std::pair<int64_t, int64_t>>* shapes) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    const size_t colon = item.find(':');
+    if (colon == std::string::npos) return false;
+    shapes->emplace_back(std::atoll(item.substr(0, colon).c_str()),
+                         std::atoll(item.substr(colon + 1).c_str()));
+    pos = comma + 1;
   }
+  return true;
+}
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("times the CUDA selector on the operator matrix");
+  absl::ParseCommandLine(argc, argv);
+  const std::string csv_path = absl::GetFlag(FLAGS_csv);
+  const bool quick = absl::GetFlag(FLAGS_quick);
+  const int reps_override = absl::GetFlag(FLAGS_reps);
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+  if (!ParseShapes(absl::GetFlag(FLAGS_shapes), &shapes)) {
+    std::fprintf(stderr, "--shapes: expected M:N,M:N,...\n");
+    return 2;
+  }
+  topk::CudaSelectorConfig cfg;
+  cfg.sample_stride = absl::GetFlag(FLAGS_stride);
+  cfg.sample_run = absl::GetFlag(FLAGS_run);
+  cfg.l2_prefetch = absl::GetFlag(FLAGS_prefetch);
+  cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
+  cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
+  const int alt_ctas = absl::GetFlag(FLAGS_alt_ctas_per_sm);
   if (shapes.empty()) {
     for (int64_t n : {131072, 262144, 524288, 1048576}) {
       for (int64_t m : {512, 1024, 2048, 4096, 8192}) shapes.emplace_back(m, n);
@@ -236,7 +223,6 @@ int main(int argc, char** argv) {
   auto sampled = Must(topk::CudaSelector::Create(cfg));
   topk::CudaSelectorConfig off_cfg;
   off_cfg.enable_sampling = false;
-  off_cfg.enable_register_exact = false;  // the two-pass row-local route
   auto exact = Must(topk::CudaSelector::Create(off_cfg));
   // The A/B selector: the same options as the sampled one but the variant.
   std::unique_ptr<topk::CudaSelector> alt;
@@ -245,9 +231,9 @@ int main(int argc, char** argv) {
     alt_cfg.ctas_per_sm_target = alt_ctas;
     alt = Must(topk::CudaSelector::Create(alt_cfg));
   }
-  auto stream = Must(topk::cuda::Stream::Create());
-  auto ev0 = Must(topk::cuda::Event::Create());
-  auto ev1 = Must(topk::cuda::Event::Create());
+  auto stream = Must(topk::cuda::CreateStream());
+  auto ev0 = Must(topk::cuda::CreateEvent());
+  auto ev1 = Must(topk::cuda::CreateEvent());
   cudaStream_t st = stream.get();
   int clock_khz = 1980000;
   CHECK_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
@@ -256,8 +242,8 @@ int main(int argc, char** argv) {
   double bw;
   {
     const int64_t n = int64_t{1} << 30;
-    auto buf = Must(DeviceBuffer<float>::Allocate(n));
-    auto sink = Must(DeviceBuffer<float>::Allocate(1));
+    auto buf = Must(topk::cuda::AllocateDevice<float>(n));
+    auto sink = Must(topk::cuda::AllocateDevice<float>(1));
     GenerateIndexer<<<4096, 256, 0, st>>>(buf.get(), 1, n, n, 7);
     CHECK_CUDA(cudaGetLastError());
     std::vector<float> t;
@@ -277,9 +263,9 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Row> results;
-  auto bad_dev = Must(DeviceBuffer<unsigned long long>::Allocate(1));
-  auto first_bad = Must(DeviceBuffer<int>::Allocate(1));
-  auto sink = Must(DeviceBuffer<float>::Allocate(1));
+  auto bad_dev = Must(topk::cuda::AllocateDevice<unsigned long long>(1));
+  auto first_bad = Must(topk::cuda::AllocateDevice<int>(1));
+  auto sink = Must(topk::cuda::AllocateDevice<float>(1));
   for (auto [m, n] : shapes) {
     const int64_t first_len = n - m + 1;
     const double bytes = (static_cast<double>(first_len) + (first_len + m - 1)) / 2.0 * m * 4.0;
@@ -287,15 +273,15 @@ int main(int argc, char** argv) {
     // Enough copies that the rotation cannot be served from the 60 MiB L2.
     const int copies = static_cast<int>(
         std::min<int64_t>(64, std::max<int64_t>(1, (int64_t{400} << 20) / (mat * 4) + 1)));
-    auto data = Must(DeviceBuffer<float>::Allocate(static_cast<size_t>(mat) * copies));
+    auto data = Must(topk::cuda::AllocateDevice<float>(static_cast<size_t>(mat) * copies));
     for (int c = 0; c < copies; ++c) {
       GenerateIndexer<<<8192, 256, 0, st>>>(data.get() + c * mat, m, n, first_len, 1000 + c);
       CHECK_CUDA(cudaGetLastError());
     }
-    auto lengths = Must(DeviceBuffer<int32_t>::Allocate(m));
+    auto lengths = Must(topk::cuda::AllocateDevice<int32_t>(m));
     FillLengths<<<(m + 255) / 256, 256, 0, st>>>(lengths.get(), m, first_len);
     CHECK_CUDA(cudaGetLastError());
-    auto out = Must(DeviceBuffer<int32_t>::Allocate(m * k));
+    auto out = Must(topk::cuda::AllocateDevice<int32_t>(m * k));
     CHECK_CUDA(cudaStreamSynchronize(st));
     const int reps = reps_override > 0 ? reps_override : (quick ? 5 : (bytes > 4e9 ? 15 : 40));
 
@@ -308,7 +294,7 @@ int main(int argc, char** argv) {
       if (variant == 0) row.route = std::string(topk::RouteName(plan.route));
       if (variant == 0) row.block = plan.block;
       if (variant == 2) row.alt_block = plan.block;
-      auto ws = Must(DeviceBuffer<uint8_t>::Allocate(plan.workspace_bytes));
+      auto ws = Must(topk::cuda::AllocateDevice<uint8_t>(plan.workspace_bytes));
       topk::RunContext ctx{ws.get(), ws.bytes(), st};
       auto runner = Must(topk::CudaGraphRunner::Create(sel, plan, ctx));
       CHECK_OK(sel.ResetStats(ctx));

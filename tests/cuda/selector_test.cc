@@ -17,8 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "device_memory.h"
 #include "topk/contract.h"
+#include "topk/cuda/resources.h"
+#include "topk/cuda/status.h"
 #include "topk/cuda_selector.h"
 #include "topk/testing/generators.h"
 #include "topk/testing/reference.h"
@@ -65,13 +66,13 @@ struct DeviceMatrix {
 
 absl::StatusOr<DeviceMatrix> Upload(const ScoreMatrix& m) {
   DeviceMatrix d;
-  auto s = DeviceBuffer<float>::Allocate(m.scores.size() + 4);
+  auto s = cuda::AllocateDevice<float>(m.scores.size() + 4);
   if (!s.ok()) return s.status();
   d.scores = std::move(*s);
-  auto l = DeviceBuffer<int32_t>::Allocate(m.lengths.size() + 1);
+  auto l = cuda::AllocateDevice<int32_t>(m.lengths.size() + 1);
   if (!l.ok()) return l.status();
   d.lengths = std::move(*l);
-  auto o = DeviceBuffer<int64_t>::Allocate(m.row_offsets.size() + 1);
+  auto o = cuda::AllocateDevice<int64_t>(m.row_offsets.size() + 1);
   if (!o.ok()) return o.status();
   d.offsets = std::move(*o);
   TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.scores.get(), m.scores.data(),
@@ -107,12 +108,12 @@ class CudaSelectorTest : public ::testing::TestWithParam<int> {
         sel.MakePlan(ProblemShape{k, std::max<int64_t>(m.rows, 1), m.width, m.layout}, opts);
     ASSERT_TRUE(plan.ok()) << plan.status();
     if (plan_out) *plan_out = *plan;
-    auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+    auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
     ASSERT_TRUE(ws.ok()) << ws.status();
     ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
     const size_t n = static_cast<size_t>(m.rows) * k;
-    auto dout = DeviceBuffer<int32_t>::Allocate(n + 1);
-    auto dst = DeviceBuffer<RowStatus>::Allocate(m.rows + 1);
+    auto dout = cuda::AllocateDevice<int32_t>(n + 1);
+    auto dst = cuda::AllocateDevice<RowStatus>(m.rows + 1);
     ASSERT_TRUE(dout.ok() && dst.ok());
     ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
     ASSERT_CUDA(cudaMemset(dst->get(), 0x55, dst->bytes()));
@@ -316,10 +317,10 @@ TEST_P(CudaSelectorTest, KvSplitGraphReplay) {
   auto plan = sel->MakePlan(ProblemShape{2048, cap, 150000, Layout::kPitched}, {});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->route, Route::kKvSplitSampled);
-  auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+  auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());
   ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
-  auto stream = cuda::Stream::Create();
+  auto stream = cuda::CreateStream();
   ASSERT_TRUE(stream.ok());
   RunContext ctx{ws->get(), ws->bytes(), stream->get()};
   auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
@@ -336,7 +337,7 @@ TEST_P(CudaSelectorTest, KvSplitGraphReplay) {
     ASSERT_TRUE(dm.ok());
     RowBatch b = dm->batch;
     b.num_rows = live;
-    auto dout = DeviceBuffer<int32_t>::Allocate(cap * 2048);
+    auto dout = cuda::AllocateDevice<int32_t>(cap * 2048);
     ASSERT_TRUE(dout.ok());
     ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
     ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
@@ -533,10 +534,10 @@ void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& plan_ref, 
   const int32_t k = plan->shape.k;
   const int64_t grid = plan->grid;
   const int64_t cap = plan->shape.max_rows;
-  auto ws = DeviceBuffer<uint8_t>::Allocate(plan->workspace_bytes);
+  auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());
   ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
-  auto stream = cuda::Stream::Create();
+  auto stream = cuda::CreateStream();
   ASSERT_TRUE(stream.ok());
   RunContext ctx{ws->get(), ws->bytes(), stream->get()};
   auto runner = CudaGraphRunner::Create(*sel, *plan, ctx);
@@ -553,7 +554,7 @@ void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& plan_ref, 
     ASSERT_TRUE(dm.ok());
     RowBatch b = dm->batch;
     b.num_rows = live;
-    auto dout = DeviceBuffer<int32_t>::Allocate(cap * k);
+    auto dout = cuda::AllocateDevice<int32_t>(cap * k);
     ASSERT_TRUE(dout.ok());
     ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
     ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
@@ -602,8 +603,8 @@ TEST_P(CudaSelectorTest, CAbi) {
   const ScoreMatrix m = testing::Generate(spec);
   auto dm = Upload(m);
   ASSERT_TRUE(dm.ok());
-  auto ws = DeviceBuffer<uint8_t>::Allocate(topk_plan_workspace_bytes(plan));
-  auto dout = DeviceBuffer<int32_t>::Allocate(4 * 64);
+  auto ws = cuda::AllocateDevice<uint8_t>(topk_plan_workspace_bytes(plan));
+  auto dout = cuda::AllocateDevice<int32_t>(4 * 64);
   ASSERT_TRUE(ws.ok() && dout.ok());
   ASSERT_EQ(topk_select(plan, dm->scores.get(), m.pitch, nullptr, dm->lengths.get(), 4, 70000,
                         dout->get(), nullptr, ws->get(), ws->bytes(), nullptr),
@@ -639,26 +640,25 @@ TEST_P(CudaSelectorTest, SanitizerSmall) {
   }
 }
 
-// --- Register-resident direct-exact route (rows of L <= 16384) -------------
+// --- Short rows: the row-local exact route (N_cap below the crossover) ----
 
-constexpr int64_t kRegisterT = kCudaRegisterExactMaxWidth;
+constexpr int64_t kShortT = kCudaMinSampledLength - 1;
 
 // Rows of lengths {0, 1, K-1, K, K+1, T-1, T} (clamped, K+1 <= T) and two
 // random lengths in (K, T], width T. Pitched: pitch T + 1 (every row start
 // alignment). Packed: rows at offsets that leave 1..3 padding floats between
 // them (any 4-byte alignment). Every float beyond a row's L holds `padding`.
 ScoreMatrix ShortRows(Distribution d, int32_t k, Layout layout, float padding, uint64_t seed) {
-  std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, kRegisterT - 1, kRegisterT};
+  std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, kShortT - 1, kShortT};
   std::mt19937_64 rng(seed);
-  for (int i = 0; i < 2; ++i)
-    lens.push_back(k + 1 + static_cast<int64_t>(rng() % (kRegisterT - k)));
+  for (int i = 0; i < 2; ++i) lens.push_back(k + 1 + static_cast<int64_t>(rng() % (kShortT - k)));
   ScoreMatrix m;
   m.layout = layout;
   m.rows = static_cast<int64_t>(lens.size());
-  m.width = kRegisterT;
+  m.width = kShortT;
   std::vector<int64_t> starts;
   if (layout == Layout::kPitched) {
-    m.pitch = kRegisterT + 1;
+    m.pitch = kShortT + 1;
     for (int64_t r = 0; r < m.rows; ++r) starts.push_back(r * m.pitch);
     m.scores.assign(m.rows * m.pitch, padding);
   } else {
@@ -671,34 +671,20 @@ ScoreMatrix ShortRows(Distribution d, int32_t k, Layout layout, float padding, u
     m.scores.assign(off, padding);
   }
   for (int64_t r = 0; r < m.rows; ++r) {
-    const int64_t L = std::clamp<int64_t>(lens[r], 0, kRegisterT);
+    const int64_t L = std::clamp<int64_t>(lens[r], 0, kShortT);
     m.lengths.push_back(static_cast<int32_t>(L));
     testing::FillRow(d, seed, r, m.scores.data() + starts[r], L);
   }
   return m;
 }
 
-// The register route on its own config (the default may turn it off): every
-// generator x K x layout x mode, padding NaN / 1e9, verifier + reference.
-class RegisterExactTest : public CudaSelectorTest {
- protected:
-  std::unique_ptr<CudaSelector> MakeRegister(bool on = true) {
-    CudaSelectorConfig c;
-    c.enable_register_exact = on;
-    auto s = CudaSelector::Create(c);
-    EXPECT_TRUE(s.ok()) << s.status();
-    return s.ok() ? std::move(*s) : nullptr;
-  }
-  void SetUp() override {
-    CudaSelectorTest::SetUp();
-    if (IsSkipped()) return;
-    // One kernel whatever the persistent variant.
-    if (GetParam() == 4) GTEST_SKIP() << "register route: one variant";
-  }
-};
+// Every generator x K x layout x mode on the short-row bucket (every row on
+// the row-local exact route), padding NaN / 1e9, verifier + reference; both
+// kernel variants.
+class ShortRowTest : public CudaSelectorTest {};
 
-TEST_P(RegisterExactTest, EveryGeneratorEveryKBothLayoutsAllModes) {
-  auto sel = MakeRegister();
+TEST_P(ShortRowTest, EveryGeneratorEveryKBothLayoutsAllModes) {
+  auto sel = Make();
   ASSERT_NE(sel, nullptr);
   uint64_t seed = 1;
   for (Distribution d : testing::kAllDistributions) {
@@ -715,7 +701,7 @@ TEST_P(RegisterExactTest, EveryGeneratorEveryKBothLayoutsAllModes) {
           Plan plan;
           RunOn(*sel, m, k, o, &out, &status, &plan);
           if (HasFatalFailure()) return;
-          ASSERT_EQ(plan.route, Route::kRegisterExact);
+          ASSERT_EQ(plan.route, Route::kRowLocalExact);
           const std::string what = std::string(testing::DistributionName(d)) +
                                    " k=" + std::to_string(k) +
                                    (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
@@ -743,52 +729,25 @@ TEST_P(RegisterExactTest, EveryGeneratorEveryKBothLayoutsAllModes) {
   }
 }
 
-// The register route and the two-pass row-local route give bit-identical
-// deterministic output.
-TEST_P(RegisterExactTest, MatchesRowLocalRouteDeterministic) {
-  auto reg = MakeRegister(true);
-  auto old = MakeRegister(false);
-  ASSERT_TRUE(reg && old);
-  GeneratorSpec spec;
-  spec.distribution = Distribution::kFp8Ties;
-  spec.rows = 64;
-  spec.width = kRegisterT;
-  spec.lengths = LengthPattern::kRandom;
-  const ScoreMatrix m = testing::Generate(spec);
-  for (int32_t k : {64, 2048}) {
-    SelectOptions o;
-    o.deterministic = true;
-    std::vector<int32_t> a, b;
-    std::vector<RowStatus> sa, sb;
-    Plan pa, pb;
-    RunOn(*reg, m, k, o, &a, &sa, &pa);
-    RunOn(*old, m, k, o, &b, &sb, &pb);
-    ASSERT_EQ(pa.route, Route::kRegisterExact);
-    ASSERT_NE(pb.route, Route::kRegisterExact);
-    EXPECT_EQ(a, b) << "k " << k;
-    EXPECT_EQ(sa, sb);
-  }
-}
-
-TEST_P(RegisterExactTest, NanRowsAndBadLengths) {
-  auto sel = MakeRegister();
+TEST_P(ShortRowTest, NanRowsAndBadLengths) {
+  auto sel = Make();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
   ScoreMatrix m = ShortRows(Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
   // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  m.scores[2 * m.pitch + k - 2] = nan;           // L <= K row
-  m.scores[4 * m.pitch + 0] = nan;               // first value (head scalar or body)
-  m.scores[5 * m.pitch + kRegisterT - 2] = nan;  // last value of L = T-1 (tail)
-  m.scores[6 * m.pitch + 7000] = nan;            // register body
-  m.scores[7 * m.pitch + m.lengths[7]] = nan;    // just beyond L: ignored
+  m.scores[2 * m.pitch + k - 2] = nan;         // L <= K row
+  m.scores[4 * m.pitch + 0] = nan;             // first value (head scalar or body)
+  m.scores[5 * m.pitch + kShortT - 2] = nan;   // last value of L = T-1 (tail)
+  m.scores[6 * m.pitch + 7000] = nan;          // body
+  m.scores[7 * m.pitch + m.lengths[7]] = nan;  // just beyond L: ignored
   m.lengths[3] = -1;
-  m.lengths[8] = static_cast<int32_t>(kRegisterT + 1);  // > width
+  m.lengths[8] = static_cast<int32_t>(kShortT + 1);  // > width
   std::vector<int32_t> out;
   std::vector<RowStatus> status;
   Plan plan;
   RunOn(*sel, m, k, {}, &out, &status, &plan);
-  ASSERT_EQ(plan.route, Route::kRegisterExact);
+  ASSERT_EQ(plan.route, Route::kRowLocalExact);
   const RowStatus want[] = {RowStatus::kOk,        RowStatus::kOk,  RowStatus::kNan,
                             RowStatus::kBadLength, RowStatus::kNan, RowStatus::kNan,
                             RowStatus::kNan,       RowStatus::kOk,  RowStatus::kBadLength};
@@ -811,23 +770,24 @@ TEST_P(RegisterExactTest, NanRowsAndBadLengths) {
 
 // One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1,
 // cap} with new lengths and buffers; rows beyond live M stay untouched.
-TEST_P(RegisterExactTest, GraphReplayWithLiveRows) {
-  auto sel = MakeRegister();
+TEST_P(ShortRowTest, GraphReplayWithLiveRows) {
+  auto sel = Make();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 2048;
-  const int64_t grid =
-      int64_t{sel->device_info().sm_count} * sel->device_info().register_exact_ctas_per_sm;
+  const CudaDeviceInfo& info = sel->device_info();
+  const int64_t grid = int64_t{info.sm_count} * (GetParam() == 4 ? info.small_block_ctas_per_sm
+                                                                 : info.persistent_ctas_per_sm);
   const int64_t cap = grid + 40;
-  auto plan = sel->MakePlan(ProblemShape{k, cap, kRegisterT, Layout::kPitched}, {});
+  auto plan = sel->MakePlan(ProblemShape{k, cap, kShortT, Layout::kPitched}, {});
   ASSERT_TRUE(plan.ok());
-  ASSERT_EQ(plan->route, Route::kRegisterExact);
+  ASSERT_EQ(plan->route, Route::kRowLocalExact);
   ASSERT_EQ(plan->grid, grid);
-  CheckGraphReplayOverLiveRows(*sel, *plan, kRegisterT, 900);
+  CheckGraphReplayOverLiveRows(*sel, *plan, kShortT, 900);
 }
 
 // Small configuration for compute-sanitizer (memcheck, racecheck).
-TEST_P(RegisterExactTest, SanitizerSmall) {
-  auto sel = MakeRegister();
+TEST_P(ShortRowTest, SanitizerSmall) {
+  auto sel = Make();
   ASSERT_NE(sel, nullptr);
   for (Distribution d : {Distribution::kIndexer, Distribution::kConstant, Distribution::kFp8Ties}) {
     for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
@@ -835,13 +795,13 @@ TEST_P(RegisterExactTest, SanitizerSmall) {
       o.deterministic = true;
       o.sorted = d != Distribution::kFp8Ties;
       Check(*sel, ShortRows(d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11), 256, o,
-            "register sanitizer");
+            "short-row sanitizer");
       if (HasFatalFailure()) return;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelVariants, RegisterExactTest, ::testing::Values(2, 4),
+INSTANTIATE_TEST_SUITE_P(KernelVariants, ShortRowTest, ::testing::Values(2, 4),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return info.param == 4 ? std::string("Cta4x256") : "Cta2x512";
                          });

@@ -1,4 +1,4 @@
-// Named constants of the sample-guided algorithm (DESIGN section 2), after the
+// Named constants of the sample-guided algorithm (docs/design.md section 2), after the
 // paper's symbols. Shared by the CPU and CUDA selectors and by the generators
 // that must know which positions a row's strided view reads.
 #pragma once

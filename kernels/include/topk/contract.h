@@ -1,4 +1,4 @@
-// The operator contract of DESIGN section 1: what a batch of rows looks like,
+// The operator contract of docs/design.md section 1: what a batch of rows looks like,
 // what a selection must produce, and how the caller asks for it.
 #pragma once
 

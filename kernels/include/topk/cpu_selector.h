@@ -1,5 +1,5 @@
 // The CPU backend: the same three-phase sample-guided algorithm as the GPU
-// kernels (DESIGN section 2), threads over rows. Used when no GPU is present
+// kernels (docs/design.md section 2), threads over rows. Used when no GPU is present
 // and as an independent second implementation to test the GPU against.
 #pragma once
 

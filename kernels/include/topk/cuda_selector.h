@@ -1,4 +1,4 @@
-// The CUDA backend (DESIGN section 3). Host-only header: no CUDA headers, so
+// The CUDA backend (docs/design.md section 3). Host-only header: no CUDA headers, so
 // C++ code built without nvcc (the server) can include it. Every pointer in the
 // RowBatch / OutputView handed to Run() is a DEVICE pointer; RunContext.stream
 // is a cudaStream_t and RunContext.workspace device memory of at least
@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "topk/cuda/route_stats.h"
 #include "topk/selector.h"
 
 namespace topk {
@@ -28,9 +29,6 @@ struct CudaDeviceInfo {
   // 512-thread variant, and the 256-thread one (0: not available).
   int persistent_ctas_per_sm = 0;
   int small_block_ctas_per_sm = 0;
-  // Resident CTAs per SM of the register-resident direct-exact kernel (512
-  // threads; 0: not available, the planner keeps the row-local exact route).
-  int register_exact_ctas_per_sm = 0;
 };
 
 struct CudaSelectorConfig {
@@ -61,29 +59,16 @@ struct CudaSelectorConfig {
   // (56 KiB, the same registers and loads in flight; more CTAs to cover each
   // other's latency-bound per-row phases; K <= 2048 only, larger K take the
   // 512-thread variant), or 0: the planner's choice per shape
-  // (CudaUseSmallBlocks: 4 x 256 where round 3 measured it faster). The
+  // (CudaUseSmallBlocks: 4 x 256 where it measured faster). The
   // KV-split route always runs 512 threads. Default 0: the per-shape choice
-  // (bench/NOTES.md, GPU rounds 3 and 4).
+  // (bench/NOTES.md).
   int ctas_per_sm_target = 0;
-  // Short rows (N_cap <= kCudaRegisterExactMaxWidth, K <= kCudaMaxFastK): the
-  // register-resident direct-exact kernel (Route::kRegisterExact), which
-  // reads each row from DRAM once into registers instead of twice (coarse
-  // histogram pass, then admit pass). false: those shapes keep the
-  // row-local exact / persistent routes. Off by default: exact on the H200
-  // (suite, memcheck, racecheck) but measured 1.7-2.2x SLOWER than the
-  // current short-row routes (bench/NOTES.md, GPU round 5): the rows are
-  // not DRAM-bound, and the kernel runs 1 CTA/SM and re-derives the coarse
-  // bin of every register slot in four passes.
-  bool enable_register_exact = false;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };
 
-// Rows with L below this take the exact route (measured crossover, NOTES.md).
+// Rows with L below this take the exact route (measured crossover, bench/NOTES.md).
 inline constexpr int64_t kCudaMinSampledLength = 16384;
-// Widest bucket of the register-resident direct-exact route: 512 threads x
-// 8 float4 registers (kernels/src/cuda/register_exact.cuh, kRegisterRowCap).
-inline constexpr int64_t kCudaRegisterExactMaxWidth = 16384;
 // Narrowest bucket for which few rows are split over several CTAs.
 inline constexpr int64_t kCudaKvSplitMinWidth = 65536;
 // Largest K served with shared-memory output staging (fast paths).
@@ -92,7 +77,7 @@ inline constexpr int32_t kCudaMaxFastK = 4096;
 inline constexpr int32_t kCudaMaxK = 1 << 20;
 
 // The planner's variant choice for ctas_per_sm_target == 0 (measured on the
-// H200, bench/NOTES.md GPU round 3): the 256-thread kernel (4 CTAs/SM) on the
+// H200, bench/NOTES.md): the 256-thread kernel (4 CTAs/SM) on the
 // persistent sampled route with K <= 2048 and N_cap <= kCudaSmallBlockMaxWidth
 // (8-16 % faster at 128K and 256K), or N_cap <= kCudaSmallBlockWideMaxWidth
 // with M_cap >= kCudaSmallBlockWideMinRows (4-5 % faster at 512K); slower at
@@ -102,11 +87,6 @@ inline constexpr int64_t kCudaSmallBlockWideMaxWidth = 524288;
 inline constexpr int64_t kCudaSmallBlockWideMinRows = 4096;
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
-
-// The planner's register-route choice (Route::kRegisterExact): enabled,
-// available on the device, K <= kCudaMaxFastK, N_cap <= kCudaRegisterExactMaxWidth.
-bool CudaUseRegisterExact(const ProblemShape& shape, const CudaDeviceInfo& device,
-                          const CudaSelectorConfig& config);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);
@@ -120,22 +100,13 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
                                        const CudaDeviceInfo& device,
                                        const CudaSelectorConfig& config);
 
-// Which path rows took; accumulated in the workspace across runs until
-// ResetStats.
+// Which path rows took and where the cycles went, one field per entry of
+// TOPK_CUDA_ROUTE_STATS (topk/cuda/route_stats.h, which says what each
+// counts); accumulated in the workspace across runs until ResetStats.
 struct CudaRouteStats {
-  int64_t rows = 0;            // rows with L > K and no NaN / bad length
-  int64_t sampled = 0;         // rows whose view was usable
-  int64_t certified = 0;       // certified by tau0
-  int64_t band_rescued = 0;    // needed the tau1 band
-  int64_t exact_recovery = 0;  // sampled rows that fell back to exact recovery
-  int64_t exact_rows = 0;      // rows that took the exact route (any reason)
-  int64_t candidates = 0;      // sum of certified candidate counts
-  int64_t rescans = 0;         // refinement levels done by re-scanning the row
-  // SM clock cycles summed over rows (one thread's view between barriers).
-  int64_t cycles_proposal = 0;  // view histogram, boundaries, cutoffs
-  int64_t cycles_admit = 0;     // certification pass(es), band, exact recovery
-  int64_t cycles_refine = 0;
-  int64_t cycles_finalize = 0;
+#define TOPK_CUDA_STAT_FIELD(field, enumerator) int64_t field = 0;
+  TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_STAT_FIELD)
+#undef TOPK_CUDA_STAT_FIELD
 };
 
 class CudaSelector final : public Selector {

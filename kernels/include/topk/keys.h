@@ -1,4 +1,4 @@
-// The key maps of DESIGN section 2, shared by the CPU and CUDA selectors.
+// The key maps of docs/design.md section 2, shared by the CPU and CUDA selectors.
 //
 // key32(x): 32-bit DESCENDING sortable key of an FP32 value (larger value ->
 //   smaller key). -0.0 is canonicalised to +0.0 first, so the two zeros tie,

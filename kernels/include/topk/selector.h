@@ -31,8 +31,6 @@ enum class Route : uint8_t {
   kPersistentSampled = 2,
   kKvSplitSampled = 3,
   kRowLocalExact = 4,
-  kRegisterExact = 5,
-  kClusterExact = 6,
   kGeneralExact = 7,  // large K fallback
 };
 

@@ -1,4 +1,4 @@
-// Host-side checks of the operator contract (DESIGN section 1).
+// Host-side checks of the operator contract (docs/design.md section 1).
 #include "absl/strings/str_format.h"
 #include "topk/selector.h"
 

@@ -16,10 +16,6 @@ std::string_view RouteName(Route route) {
       return "kv-split-sampled";
     case Route::kRowLocalExact:
       return "row-local-exact";
-    case Route::kRegisterExact:
-      return "register-exact";
-    case Route::kClusterExact:
-      return "cluster-exact";
     case Route::kGeneralExact:
       return "general-exact";
   }

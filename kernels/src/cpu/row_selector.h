@@ -1,4 +1,4 @@
-// The per-row three-phase selection of DESIGN section 2 on one host thread.
+// The per-row three-phase selection of docs/design.md section 2 on one host thread.
 #pragma once
 
 #include <array>

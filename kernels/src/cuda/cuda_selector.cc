@@ -7,16 +7,18 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "cuda_check.h"
 #include "kernel_args.h"
-#include "persistent_kernel.cuh"
+#include "routes.h"
+#include "topk/cuda/resources.h"
+#include "topk/cuda/route_stats.h"
+#include "topk/cuda/status.h"
 
 namespace topk {
 namespace {
 
 bool IsCudaRoute(Route r) {
   return r == Route::kPersistentSampled || r == Route::kRowLocalExact ||
-         r == Route::kGeneralExact || r == Route::kKvSplitSampled || r == Route::kRegisterExact;
+         r == Route::kGeneralExact || r == Route::kKvSplitSampled;
 }
 
 cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config, void* workspace) {
@@ -52,9 +54,6 @@ cudaError_t LaunchPlan(const Plan& plan, const cuda::DeviceArgs& args,
                        cudaStream_t stream) {
   if (plan.route == Route::kKvSplitSampled) {
     return cuda::LaunchKvSplit(args, dev_args, params, plan.grid, stream);
-  }
-  if (plan.route == Route::kRegisterExact) {
-    return cuda::LaunchRegisterExact(args, dev_args, params, plan.grid, stream);
   }
   return cuda::LaunchPersistent(args, dev_args, params, plan.grid, stream);
 }
@@ -124,7 +123,8 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
         absl::StrFormat("device %d is sm_%d%d: the CUDA backend needs sm_80 or newer",
                         config.device, prop.major, prop.minor));
   }
-  TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigurePersistentKernel());
+  TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigurePersistentRoute());
+  TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureKvSplitRoute());
   CudaDeviceInfo info;
   info.sm_count = prop.multiProcessorCount;
   info.compute_major = prop.major;
@@ -138,7 +138,6 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   }
   TOPK_CUDA_RETURN_IF_ERROR(
       cuda::PersistentOccupancy(cuda::kSmallThreads, &info.small_block_ctas_per_sm));
-  TOPK_CUDA_RETURN_IF_ERROR(cuda::RegisterExactOccupancy(&info.register_exact_ctas_per_sm));
   if (absl::Status s =
           PlanCudaSelection(ProblemShape{1, 1, 1, Layout::kPitched}, {}, info, config).status();
       !s.ok()) {
@@ -172,18 +171,10 @@ absl::StatusOr<CudaRouteStats> CudaSelector::ReadStats(const RunContext& context
                       cudaMemcpyDeviceToHost, stream));
   TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   CudaRouteStats s;
-  s.rows = static_cast<int64_t>(v[0]);
-  s.sampled = static_cast<int64_t>(v[1]);
-  s.certified = static_cast<int64_t>(v[2]);
-  s.band_rescued = static_cast<int64_t>(v[3]);
-  s.exact_recovery = static_cast<int64_t>(v[4]);
-  s.exact_rows = static_cast<int64_t>(v[5]);
-  s.candidates = static_cast<int64_t>(v[6]);
-  s.rescans = static_cast<int64_t>(v[7]);
-  s.cycles_proposal = static_cast<int64_t>(v[8]);
-  s.cycles_admit = static_cast<int64_t>(v[9]);
-  s.cycles_refine = static_cast<int64_t>(v[10]);
-  s.cycles_finalize = static_cast<int64_t>(v[11]);
+#define TOPK_CUDA_READ_STAT(field, enumerator) \
+  s.field = static_cast<int64_t>(v[static_cast<int>(cuda::Stat::enumerator)]);
+  TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_READ_STAT)
+#undef TOPK_CUDA_READ_STAT
   return s;
 }
 
@@ -211,25 +202,25 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> CudaSelector::ReadCounters(
 
 // --- CudaGraphRunner ---------------------------------------------------------
 
+// Members are destroyed in reverse order: the executable graph and the graph
+// go before the event they record and the pinned block they copy from, and
+// the stream the runner created goes last.
 struct CudaGraphRunner::Impl {
   Plan plan;
   int device = 0;
-  cuda::DeviceArgs* pinned = nullptr;  // host, page-locked
-  cudaStream_t stream = nullptr;
-  bool own_stream = false;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  cudaEvent_t copied = nullptr;  // recorded inside the graph after the argument copy
+  cuda::Stream owned_stream;                    // set when the context gave no stream
+  cudaStream_t stream = nullptr;                // owned_stream or the context's stream
+  cuda::PinnedBuffer<cuda::DeviceArgs> pinned;  // the argument block's host side
+  cuda::Event copied;                           // recorded inside the graph after the argument copy
+  cuda::Graph graph;
+  cuda::GraphExec exec;
   bool launched = false;
 
+  // A replay may still be reading the pinned block and running the graph:
+  // both must finish before the owners release them.
   ~Impl() {
-    if (launched && copied != nullptr) cudaEventSynchronize(copied);
+    if (launched && copied) cudaEventSynchronize(copied.get());
     if (stream != nullptr) cudaStreamSynchronize(stream);
-    if (exec != nullptr) cudaGraphExecDestroy(exec);
-    if (graph != nullptr) cudaGraphDestroy(graph);
-    if (copied != nullptr) cudaEventDestroy(copied);
-    if (pinned != nullptr) cudaFreeHost(pinned);
-    if (own_stream && stream != nullptr) cudaStreamDestroy(stream);
   }
 };
 
@@ -248,32 +239,47 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
   impl->plan = plan;
   impl->device = selector.config().device;
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl->device));
-  TOPK_CUDA_RETURN_IF_ERROR(cudaHostAlloc(reinterpret_cast<void**>(&impl->pinned),
-                                          sizeof(cuda::DeviceArgs), cudaHostAllocDefault));
-  *impl->pinned = cuda::DeviceArgs{};
+  {
+    auto pinned = cuda::AllocatePinned<cuda::DeviceArgs>(1);
+    if (!pinned.ok()) return pinned.status();
+    impl->pinned = *std::move(pinned);
+  }
+  *impl->pinned.get() = cuda::DeviceArgs{};
   impl->stream = static_cast<cudaStream_t>(context.stream);
   if (impl->stream == nullptr) {
-    TOPK_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking));
-    impl->own_stream = true;
+    auto owned_stream = cuda::CreateStream();
+    if (!owned_stream.ok()) return owned_stream.status();
+    impl->owned_stream = *std::move(owned_stream);
+    impl->stream = impl->owned_stream.get();
   }
-  TOPK_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&impl->copied, cudaEventDisableTiming));
+  {
+    auto copied = cuda::CreateEvent(cudaEventDisableTiming);
+    if (!copied.ok()) return copied.status();
+    impl->copied = *std::move(copied);
+  }
   auto* dev_args = reinterpret_cast<cuda::DeviceArgs*>(static_cast<uint8_t*>(context.workspace) +
                                                        cuda::kArgsOffset);
   const cuda::KernelParams params = MakeParams(plan, selector.config(), context.workspace);
   TOPK_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(impl->stream, cudaStreamCaptureModeThreadLocal));
-  cudaError_t e = cudaMemcpyAsync(dev_args, impl->pinned, sizeof(cuda::DeviceArgs),
+  cudaError_t e = cudaMemcpyAsync(dev_args, impl->pinned.get(), sizeof(cuda::DeviceArgs),
                                   cudaMemcpyHostToDevice, impl->stream);
   // External: a real event-record node the host can wait on after replays.
   if (e == cudaSuccess) {
-    e = cudaEventRecordWithFlags(impl->copied, impl->stream, cudaEventRecordExternal);
+    e = cudaEventRecordWithFlags(impl->copied.get(), impl->stream, cudaEventRecordExternal);
   }
   if (e == cudaSuccess) {
     e = LaunchPlan(plan, cuda::DeviceArgs{}, dev_args, params, impl->stream);
   }
-  const cudaError_t end = cudaStreamEndCapture(impl->stream, &impl->graph);
+  cudaGraph_t captured = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(impl->stream, &captured);
+  impl->graph = cuda::Graph(captured);
   TOPK_CUDA_RETURN_IF_ERROR(e);
   TOPK_CUDA_RETURN_IF_ERROR(end);
-  TOPK_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&impl->exec, impl->graph, 0));
+  {
+    auto exec = cuda::Instantiate(impl->graph.get());
+    if (!exec.ok()) return exec.status();
+    impl->exec = *std::move(exec);
+  }
   return std::unique_ptr<CudaGraphRunner>(new CudaGraphRunner(std::move(impl)));
 }
 
@@ -283,10 +289,10 @@ absl::Status CudaGraphRunner::Replay(const RowBatch& batch, const OutputView& ou
   if (absl::Status s = CheckRun(m.plan, batch, out, fake); !s.ok()) return s;
   // The previous replay's copy must have read the pinned block before it is
   // rewritten (the kernel reads the device copy, not this one).
-  if (m.launched) TOPK_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(m.copied));
-  *m.pinned = MakeArgs(batch, out);
+  if (m.launched) TOPK_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(m.copied.get()));
+  *m.pinned.get() = MakeArgs(batch, out);
   cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : m.stream;
-  TOPK_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(m.exec, s));
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(m.exec.get(), s));
   m.launched = true;
   return absl::OkStatus();
 }

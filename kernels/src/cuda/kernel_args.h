@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "topk/contract.h"
+#include "topk/cuda/route_stats.h"
 
 namespace topk::cuda {
 
@@ -34,7 +35,7 @@ struct KernelParams {
   int64_t min_sampled_length = 0;
   int64_t slice_entries = 0;            // G: global overflow entries per slice
   uint32_t* counters = nullptr;         // [0] row claim counter, [1] finished CTAs
-  unsigned long long* stats = nullptr;  // CudaRouteStats order, 8 entries
+  unsigned long long* stats = nullptr;  // kNumStats counters, in Stat order
   uint8_t* cta_slices = nullptr;        // grid x CtaSliceBytes
   int64_t cta_slice_bytes = 0;
   // KV-split only: CTAs per row and the per-row shared state (RowState*).
@@ -70,7 +71,13 @@ inline constexpr int64_t kHeaderBytes = 1024;
 inline constexpr int64_t kCountersOffset = 0;
 inline constexpr int64_t kStatsOffset = 64;
 inline constexpr int64_t kArgsOffset = 256;
-inline constexpr int kNumStats = 12;  // 8 route counters, 4 phase cycle sums
+
+// The route counters in the workspace (one per TOPK_CUDA_ROUTE_STATS entry).
+#define TOPK_CUDA_STAT_ENUMERATOR(field, enumerator) enumerator,
+enum class Stat : int { TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_STAT_ENUMERATOR) kCount };
+#undef TOPK_CUDA_STAT_ENUMERATOR
+inline constexpr int kNumStats = static_cast<int>(Stat::kCount);
+static_assert(kStatsOffset + kNumStats * 8 <= kArgsOffset, "the counters fit the header");
 
 // Shared-memory capacities of the persistent kernel (entries).
 inline constexpr int kThreads = 512;

@@ -1,4 +1,4 @@
-// Seeded score generators (DESIGN section 9). Every value is a pure function
+// Seeded score generators (docs/design.md section 9). Every value is a pure function
 // of (seed, row, distribution, position), so any backend can rebuild a row.
 #include "topk/testing/generators.h"
 

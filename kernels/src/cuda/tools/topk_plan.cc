@@ -1,30 +1,33 @@
-// topk-plan --explain [--k K] [--no-sampling] [--fake-h200]: prints the
-// planner's decision for the operator matrix (DESIGN section 9). Uses the
-// real device when one is present, else an H200 description.
+// topk-plan --explain [--k=K] [--nosampling] [--fake_h200]: prints the
+// planner's decision for the operator matrix (docs/design.md section 9). Uses
+// the real device when one is present, else an H200 description.
 #include <cstdio>
-#include <cstring>
 #include <string>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "topk/cuda_selector.h"
 
+ABSL_FLAG(bool, explain, false, "print the planner's route table for the operator matrix");
+ABSL_FLAG(int32_t, k, 2048, "the rank K of every planned shape");
+ABSL_FLAG(bool, sampling, topk::CudaSelectorConfig{}.enable_sampling,
+          "plan the sampled routes (false: the exact route everywhere)");
+ABSL_FLAG(bool, fake_h200, false, "plan for an H200 description instead of this device");
+
 int main(int argc, char** argv) {
-  int32_t k = 2048;
-  bool fake = false;
-  topk::CudaSelectorConfig config;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--k") == 0 && i + 1 < argc) {
-      k = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--no-sampling") == 0) {
-      config.enable_sampling = false;
-    } else if (std::strcmp(argv[i], "--fake-h200") == 0) {
-      fake = true;
-    } else if (std::strcmp(argv[i], "--explain") != 0) {
-      std::fprintf(stderr, "usage: %s --explain [--k K] [--no-sampling] [--fake-h200]\n", argv[0]);
-      return 2;
-    }
+  absl::SetProgramUsageMessage("topk-plan --explain [--k=K] [--nosampling] [--fake_h200]");
+  absl::ParseCommandLine(argc, argv);
+  if (!absl::GetFlag(FLAGS_explain)) {
+    std::fprintf(stderr, "%s\n", std::string(absl::ProgramUsageMessage()).c_str());
+    return 2;
   }
-  topk::CudaDeviceInfo info{132, 9, 0, 60u << 20, 141ull << 30, 2, 4, 1};
-  const char* source = "fake H200 (132 SMs, 2 CTAs/SM of 512 threads, 4 of 256, 1 register-exact)";
+  const int32_t k = absl::GetFlag(FLAGS_k);
+  const bool fake = absl::GetFlag(FLAGS_fake_h200);
+  topk::CudaSelectorConfig config;
+  config.enable_sampling = absl::GetFlag(FLAGS_sampling);
+  topk::CudaDeviceInfo info{132, 9, 0, 60u << 20, 141ull << 30, 2, 4};
+  const char* source = "fake H200 (132 SMs, 2 CTAs/SM of 512 threads, 4 of 256)";
   if (!fake) {
     auto selector = topk::CudaSelector::Create(config);
     if (selector.ok()) {
@@ -32,11 +35,9 @@ int main(int argc, char** argv) {
       source = "this device";
     }
   }
-  std::printf(
-      "# device: %s: %d SMs, sm_%d%d, %d persistent CTAs/SM (512 threads), %d (256), %d "
-      "register-exact\n",
-      source, info.sm_count, info.compute_major, info.compute_minor, info.persistent_ctas_per_sm,
-      info.small_block_ctas_per_sm, info.register_exact_ctas_per_sm);
+  std::printf("# device: %s: %d SMs, sm_%d%d, %d persistent CTAs/SM (512 threads), %d (256)\n",
+              source, info.sm_count, info.compute_major, info.compute_minor,
+              info.persistent_ctas_per_sm, info.small_block_ctas_per_sm);
   std::printf("%-6s %-8s %-8s %-20s %-6s %-5s %-6s %-6s %-12s\n", "K", "M_cap", "N_cap", "route",
               "stride", "split", "grid", "block", "workspace");
   const int64_t rows[] = {1, 8, 64, 512, 1024, 2048, 4096, 8192};

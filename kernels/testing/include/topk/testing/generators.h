@@ -1,5 +1,5 @@
 // Seeded, reproducible score generators shared by tests and benchmarks
-// (DESIGN section 9). Never zeros: every generator draws real data.
+// (docs/design.md section 9). Never zeros: every generator draws real data.
 #pragma once
 
 #include <cstdint>

@@ -31,15 +31,6 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
           shape.max_rows >= kCudaSmallBlockWideMinRows);
 }
 
-bool CudaUseRegisterExact(const ProblemShape& shape, const CudaDeviceInfo& device,
-                          const CudaSelectorConfig& config) {
-  // The kernel's registers hold rows of <= kCudaRegisterExactMaxWidth floats;
-  // the shared output K <= kCudaMaxFastK.
-  static_assert(kCudaRegisterExactMaxWidth <= cuda::kThreads * 8 * 4, "register capacity");
-  return config.enable_register_exact && device.register_exact_ctas_per_sm > 0 &&
-         shape.k <= kCudaMaxFastK && shape.max_width <= kCudaRegisterExactMaxWidth;
-}
-
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
                                        const CudaDeviceInfo& device,
                                        const CudaSelectorConfig& config) {
@@ -82,16 +73,6 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     // General path: global output staging and sort scratch; exact route.
     plan.route = Route::kGeneralExact;
     plan.sample_stride = 0;
-  } else if (CudaUseRegisterExact(shape, device, config)) {
-    // Every row fits the registers of one CTA: read once, no sampling.
-    plan.route = Route::kRegisterExact;
-    plan.sample_stride = 0;
-    plan.grid = static_cast<int32_t>(std::min<int64_t>(
-        config.grid_override > 0 ? config.grid_override
-                                 : int64_t{device.sm_count} * device.register_exact_ctas_per_sm,
-        shape.max_rows));
-    plan.workspace_bytes = CudaWorkspaceBytes(shape.k, plan.grid);
-    return plan;
   } else if (!config.enable_sampling || shape.max_width < min_sampled) {
     plan.route = Route::kRowLocalExact;
     plan.sample_stride = 0;

@@ -33,74 +33,39 @@ TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
   EXPECT_EQ(p.grid, 264);
 }
 
-// ctas_per_sm_target = 4: the 256-thread kernel (4 CTAs/SM, grid 528) on the
-// persistent routes with K <= 2048; larger K, the KV-split route and a device
-// without the variant keep 512 threads.
-// The register-resident direct-exact route: every shape whose rows fit the
-// registers (N_cap <= 16384) with K <= 4096, when enabled and available.
-CudaDeviceInfo FakeH200WithRegisterKernel() {
-  CudaDeviceInfo d = FakeH200();
-  d.register_exact_ctas_per_sm = 1;
-  return d;
-}
-
-CudaSelectorConfig RegisterOn() {
-  CudaSelectorConfig c;
-  c.enable_register_exact = true;
-  return c;
-}
-
-TEST(CudaPlannerTest, RegisterExactIsOffByDefault) {
-  // Measured slower than the current short-row routes (GPU round 5).
-  EXPECT_FALSE(CudaSelectorConfig{}.enable_register_exact);
-  auto p = PlanCudaSelection(ProblemShape{2048, 2048, 8192, Layout::kPitched}, {},
-                             FakeH200WithRegisterKernel(), {});
-  ASSERT_TRUE(p.ok());
-  EXPECT_EQ(p->route, Route::kRowLocalExact);
-}
-
-TEST(CudaPlannerTest, RegisterExactForShortRows) {
-  auto plan = [](int32_t k, int64_t m, int64_t n, CudaSelectorConfig c = RegisterOn(),
-                 CudaDeviceInfo d = FakeH200WithRegisterKernel()) {
-    auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPacked}, {}, d, c);
+// Short rows around the sampled route's crossover (kCudaMinSampledLength =
+// 16384): shorter buckets take the row-local exact route, K beyond the
+// shared output the general route, and sampling off keeps every short bucket
+// exact.
+TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
+  auto plan = [](int32_t k, int64_t m, int64_t n, CudaSelectorConfig c = {}) {
+    auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPacked}, {}, FakeH200(), c);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? *p : Plan{};
   };
-  for (int64_t n : {1, 4096, 8192, 16384}) {
+  for (int64_t n : {1, 4096, 8192, 16383}) {
     for (int32_t k : {1, 64, 2048, 4096}) {
       const Plan p = plan(k, 2048, n);
-      EXPECT_EQ(p.route, Route::kRegisterExact) << k << " " << n;
+      EXPECT_EQ(p.route, Route::kRowLocalExact) << k << " " << n;
       EXPECT_EQ(p.sample_stride, 0);
-      EXPECT_EQ(p.block, 512);
-      EXPECT_EQ(p.grid, 132);
-      EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, 132));
+      EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, p.grid));
     }
   }
-  EXPECT_EQ(plan(2048, 8, 16384).grid, 8);  // no more CTAs than rows
-  CudaSelectorConfig grid_override = RegisterOn();
+  EXPECT_EQ(plan(2048, 8, 8192).grid, 8);  // no more CTAs than rows
+  CudaSelectorConfig grid_override;
   grid_override.grid_override = 50;
-  EXPECT_EQ(plan(2048, 4096, 16384, grid_override).grid, 50);
-  // Rows that may not fit, K beyond the shared output, off, not available.
+  EXPECT_EQ(plan(2048, 4096, 8192, grid_override).grid, 50);
+  EXPECT_EQ(plan(2048, 2048, 16384).route, Route::kPersistentSampled);
   EXPECT_EQ(plan(2048, 2048, 16385).route, Route::kPersistentSampled);
   EXPECT_EQ(plan(4097, 2048, 16384).route, Route::kGeneralExact);
-  CudaSelectorConfig off;
-  off.enable_register_exact = false;
-  EXPECT_EQ(plan(2048, 2048, 8192, off).route, Route::kRowLocalExact);
-  EXPECT_EQ(plan(2048, 2048, 16384, off).route, Route::kPersistentSampled);
-  EXPECT_EQ(plan(2048, 2048, 8192, RegisterOn(), FakeH200()).route, Route::kRowLocalExact);
-  // Sampling off or the 4-CTAs/SM target do not change the route.
-  CudaSelectorConfig no_sampling = RegisterOn();
+  CudaSelectorConfig no_sampling;
   no_sampling.enable_sampling = false;
-  EXPECT_EQ(plan(2048, 2048, 16384, no_sampling).route, Route::kRegisterExact);
-  CudaSelectorConfig four = RegisterOn();
-  four.ctas_per_sm_target = 4;
-  EXPECT_EQ(plan(2048, 2048, 8192, four).block, 512);
-  EXPECT_TRUE(CudaUseRegisterExact(ProblemShape{4096, 1, 16384, Layout::kPitched},
-                                   FakeH200WithRegisterKernel(), RegisterOn()));
-  EXPECT_FALSE(CudaUseRegisterExact(ProblemShape{4096, 1, 16384, Layout::kPitched},
-                                    FakeH200WithRegisterKernel(), off));
+  EXPECT_EQ(plan(2048, 2048, 16384, no_sampling).route, Route::kRowLocalExact);
 }
 
+// ctas_per_sm_target = 4: the 256-thread kernel (4 CTAs/SM, grid 528) on the
+// persistent routes with K <= 2048; larger K, the KV-split route and a device
+// without the variant keep 512 threads.
 TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
   CudaSelectorConfig four;
   four.ctas_per_sm_target = 4;
@@ -129,7 +94,7 @@ TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
 }
 
 // ctas_per_sm_target = 0: the planner's per-shape choice (sampled route,
-// K <= 2048; N_cap <= 256K, or 512K with M_cap >= 4096: bench/NOTES.md round 3).
+// K <= 2048; N_cap <= 256K, or 512K with M_cap >= 4096: bench/NOTES.md).
 TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
   CudaSelectorConfig automatic;
   automatic.ctas_per_sm_target = 0;

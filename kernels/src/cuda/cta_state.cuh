@@ -1,0 +1,96 @@
+// The state one CTA keeps in shared memory while it owns a row: the
+// counters and histogram every phase shares (SharedState), and the frontier
+// stores and output buffers laid out after it (CtaStores). Every route's
+// kernel builds these once per CTA.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "block_primitives.cuh"
+#include "frontier.cuh"
+#include "kernel_args.h"
+
+namespace topk::cuda {
+
+// The CTA's shared state of the variant of kB threads (with the frontiers
+// that follow it: about 104 KiB for two 512-thread CTAs per SM, under 56 KiB
+// for four 256-thread CTAs).
+template <int kB>
+struct __align__(16) SharedState {
+  static constexpr int kWarps = kB / 32;
+  uint32_t hist[kCoarseBins];
+  // Committed indices (K <= PersistentVariant<kB>::kOutput; larger K stage in
+  // the CTA's global slice).
+  uint32_t out[PersistentVariant<kB>::kOutput];
+  BoundaryScratch scratch;
+  uint32_t count;        // admitted candidates
+  uint32_t spill;        // main pass: candidates in the CTA's global slice
+  uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (PublishMinKey)
+  int hist_top;          // CommonKeyBits the level-0 histogram was built for
+  // Main pass: per-warp segment counts, then their exclusive prefix with the
+  // shared total S at [kWarps] (CompactSegments).
+  uint32_t warp_count[kWarps + 1];
+  uint32_t out_count;  // committed outputs
+  uint32_t next_count;
+  uint32_t tie_count;
+  uint32_t nan;
+  float t0, t1;
+  long long next_row;
+};
+
+// The frontiers' shared arrays follow the state in dynamic shared memory:
+// A (indices, keys) x smem_candidates, then B x smem_frontier; at the end of a
+// row the same bytes hold the output sort's 64-bit keys.
+template <int kB>
+__device__ __forceinline__ uint32_t* FrontierArena(SharedState<kB>& s) {
+  return reinterpret_cast<uint32_t*>(&s + 1);
+}
+
+template <int kB>
+__device__ __forceinline__ void ClearHist(SharedState<kB>& s) {
+  for (uint32_t i = threadIdx.x; i < kCoarseBins; i += kB) s.hist[i] = 0u;
+}
+
+// The shared frontiers and the output buffers of the variant of kB threads:
+// A and B in the arena after the state, overflowing to the CTA's slice; the
+// committed indices and the sort in shared memory for K up to the variant's
+// output capacity, in the slice above it.
+template <int kB>
+struct CtaStores {
+  Frontier fa, fb;
+  uint32_t* out_buf;
+  uint64_t* sort_buf;
+};
+template <int kB>
+__device__ __forceinline__ CtaStores<kB> MakeCtaStores(SharedState<kB>& s, const KernelParams& p) {
+  using V = PersistentVariant<kB>;
+  const uint32_t g = static_cast<uint32_t>(p.slice_entries);
+  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
+  uint32_t* arena = FrontierArena(s);
+  constexpr uint32_t ca = V::kCandidates, cb = V::kFrontier;
+  CtaStores<kB> c{
+      Frontier{arena, arena + ca, ca, slice, slice + g, g},
+      Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g}, s.out,
+      reinterpret_cast<uint64_t*>(arena)};
+  if (p.k > V::kOutput) {
+    c.out_buf = slice + 4 * g;
+    c.sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
+  }
+  return c;
+}
+
+// Dynamic shared memory of the variant of kB threads: the state, then the
+// frontier arena (A and B, index and key each).
+template <int kB>
+constexpr size_t VariantSharedBytes() {
+  using V = PersistentVariant<kB>;
+  return sizeof(SharedState<kB>) + 8u * static_cast<size_t>(V::kCandidates + V::kFrontier);
+}
+// Four small CTAs must fit an SM's 228 KiB (1 KiB of it reserved per CTA).
+static_assert(VariantSharedBytes<kSmallThreads>() <= 56u * 1024u, "4 CTAs per SM");
+static_assert(VariantSharedBytes<kThreads>() <= 112u * 1024u, "2 CTAs per SM");
+// The output sort's keys reuse the frontier arena.
+static_assert(8u * kSmallMaxK <= 8u * (kSmallCandidates + kSmallFrontier), "sort in the arena");
+
+}  // namespace topk::cuda

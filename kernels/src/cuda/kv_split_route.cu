@@ -1,0 +1,143 @@
+// The sampled KV-split route (docs/design.md section 3): few long rows, each
+// split over `split` CTAs that certify one contiguous segment each into the
+// row's shared candidate buffer; the last CTA to arrive refines the row.
+#include "cta_state.cuh"
+#include "routes.h"
+#include "select_row.cuh"
+
+namespace topk::cuda {
+namespace {
+
+// Every segment CTA rebuilds the same view and cutoff from the row id and
+// certifies its contiguous segment into the row's shared candidate buffer
+// (global count); the last to arrive (row-local arrival counter) builds the
+// level-0 histogram from that buffer and refines it like the one-CTA path.
+// Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
+// to SelectRow on one CTA, which is exact on its own. Always the 512-thread
+// variant (few rows: nothing to overlap across CTAs of one SM).
+__global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlocks)
+    KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                  const KernelParams p) {
+  constexpr int kB = kThreads;
+  constexpr int kU = kAdmitUnroll;
+  extern __shared__ uint4 smem_raw[];
+  SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
+  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  const int64_t r = blockIdx.x / p.split;
+  const int seg = static_cast<int>(blockIdx.x % p.split);
+  if (r >= a.num_rows) return;
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  const CtaStores<kB> c = MakeCtaStores(s, p);
+  const Frontier& fa = c.fa;
+  const Frontier& fb = c.fb;
+  uint32_t* out_buf = c.out_buf;
+  uint64_t* sort_buf = c.sort_buf;
+  const int64_t length = a.lengths[r];
+  if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length) {
+    if (seg == 0) SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    return;
+  }
+  const uint32_t L = static_cast<uint32_t>(length);
+  const float* row = RowScores(a, r);
+  auto* headers = reinterpret_cast<RowHeader*>(p.row_state);
+  auto* bufs = reinterpret_cast<uint32_t*>(p.row_state + RowStateZeroBytes(p.max_rows));
+  RowHeader& rh = headers[r];
+  const uint32_t ge = static_cast<uint32_t>(p.row_entries);
+  uint32_t* row_buf = bufs + r * 2 * p.row_entries;
+  const Frontier shared_front{nullptr, nullptr, 0, row_buf, row_buf + ge, ge};
+
+  // Proposal: identical in every segment CTA.
+  ClearHist(s);
+  if (tid == 0) s.count = 0u, s.nan = 0u, s.out_count = 0u;
+  __syncthreads();
+  const int stride = p.sample_stride;
+  SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+  const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
+  const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+  const Boundary b0 = FindBoundary<kB>(s.hist, kCoarseBins, q0, s.scratch);
+  if (b0.total < q1) {
+    if (seg == 0) SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    return;
+  }
+  if (tid < 32) {
+    const float t = WarpCoarseCutoff(b0.bin);
+    if (tid == 0) s.t0 = t;
+  }
+  ClearHist(s);
+  __syncthreads();
+  const float t0 = s.t0;
+  const uint64_t chunk = ((static_cast<uint64_t>(L) + p.split - 1) / p.split + 3u) & ~uint64_t{3};
+  const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
+  const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
+  if (beg < end) {
+    AdmitPass<kB, false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count,
+                                   &rh.neg_min_key, &rh.nan, p.prefetch != 0, beg);
+  }
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) s.next_row = atomicAdd(&rh.arrival, 1u);
+  __syncthreads();
+  if (s.next_row != static_cast<long long>(p.split - 1)) return;
+  // Finisher: every segment's candidates, count and histogram are visible.
+  __threadfence();
+  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  const uint32_t C = __ldcg(&rh.count);
+  if (__ldcg(&rh.nan) != 0u) {
+    FillEmpty<kB>(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    return;
+  }
+  if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
+    SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    return;
+  }
+  // s.hist is still zero (cleared before the segment pass): the level-0
+  // histogram of every segment's candidates.
+  int top = 0;
+  if (C <= shared_front.capacity()) {
+    top = CommonKeyBits(~__ldcg(&rh.neg_min_key), Key32(t0));
+    FrontierDigitHist<kB>(shared_front, 0, C, Level0Shift(top), s.hist);
+  } else {
+    RescanDigitHist<kB>(row, L, t0, s.hist);
+  }
+  if (tid == 0) {
+    s.out_count = 0u;
+    AddStat(p, Stat::kSampled, 1);
+    AddStat(p, Stat::kCertified, 1);
+  }
+  __syncthreads();
+  const uint32_t rescans = Refine(s, row, L, t0, C, shared_front, fb, k, p.deterministic != 0, top,
+                                  RefineOut{out_buf, &s.out_count});
+  __syncthreads();
+  const uint32_t count = s.out_count;
+  FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+  if (tid == 0) {
+    if (a.row_status) a.row_status[r] = RowStatus::kOk;
+    AddStat(p, Stat::kRows, 1);
+    AddStat(p, Stat::kCandidates, C);
+    if (rescans) AddStat(p, Stat::kRescans, rescans);
+  }
+}
+
+}  // namespace
+
+cudaError_t ConfigureKvSplitRoute() {
+  return cudaFuncSetAttribute(KvSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(PersistentSharedBytes(kThreads)));
+}
+
+cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
+                          const KernelParams& params, int grid, cudaStream_t stream) {
+  // The row claim counters are unused here but zeroed too: every launch
+  // leaves them 0 (the workspace contract the tests check).
+  cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+  if (e != cudaSuccess) return e;
+  e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
+  if (e != cudaSuccess) return e;
+  const size_t smem = PersistentSharedBytes(kThreads);
+  KvSplitKernel<<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  return cudaGetLastError();
+}
+
+}  // namespace topk::cuda

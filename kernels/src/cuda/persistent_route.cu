@@ -1,0 +1,103 @@
+// The persistent route (docs/design.md section 3): one CTA (512 threads x 2
+// per SM, or 256 x 4: the kB template parameter of every device helper) owns
+// a row through all phases (SelectRow); the grid is the device's resident
+// CTAs; the first wave takes rows by block id, later rows are claimed from a
+// device counter that the last CTA to finish resets (and that the launcher
+// zeroes with a captured memset, so garbage workspaces and graph replays are
+// safe).
+#include "cta_state.cuh"
+#include "routes.h"
+#include "select_row.cuh"
+
+namespace topk::cuda {
+namespace {
+
+// Persistent schedule: the first wave takes rows by block id, later rows are
+// claimed from counters[0] (block-uniform result, one claim per CTA).
+template <int kB>
+__device__ __forceinline__ int64_t ClaimNextRow(SharedState<kB>& s, const KernelParams& p) {
+  if (threadIdx.x == 0) s.next_row = gridDim.x + atomicAdd(&p.counters[0], 1u);
+  __syncthreads();
+  const int64_t r = s.next_row;
+  __syncthreads();
+  return r;
+}
+
+// Called once per CTA after its last claim: the last CTA to finish restores
+// the counters for the next launch (graph replays without a host round trip).
+__device__ __forceinline__ void RestoreRowCounters(const KernelParams& p) {
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const uint32_t done = atomicAdd(&p.counters[1], 1u);
+    if (done == gridDim.x - 1) {
+      atomicExch(&p.counters[0], 0u);
+      atomicExch(&p.counters[1], 0u);
+    }
+  }
+}
+
+template <int kB>
+__global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
+    PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                           const KernelParams p) {
+  extern __shared__ uint4 smem_raw[];
+  SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
+  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  const CtaStores<kB> c = MakeCtaStores(s, p);
+  const Frontier& fa = c.fa;
+  const Frontier& fb = c.fb;
+  uint32_t* out_buf = c.out_buf;
+  uint64_t* sort_buf = c.sort_buf;
+  int64_t r = blockIdx.x;
+  while (r < a.num_rows) {
+    SelectRow<kB, kAdmitUnroll>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    r = ClaimNextRow(s, p);
+  }
+  RestoreRowCounters(p);
+}
+
+}  // namespace
+
+size_t PersistentSharedBytes(int block) {
+  return block == kSmallThreads ? VariantSharedBytes<kSmallThreads>()
+                                : VariantSharedBytes<kThreads>();
+}
+
+cudaError_t ConfigurePersistentRoute() {
+  const cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<kThreads>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(PersistentSharedBytes(kThreads)));
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(PersistentSelectKernel<kSmallThreads>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(PersistentSharedBytes(kSmallThreads)));
+}
+
+cudaError_t PersistentOccupancy(int block, int* ctas_per_sm) {
+  if (block == kSmallThreads) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        ctas_per_sm, PersistentSelectKernel<kSmallThreads>, kSmallThreads,
+        PersistentSharedBytes(kSmallThreads));
+  }
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      ctas_per_sm, PersistentSelectKernel<kThreads>, kThreads, PersistentSharedBytes(kThreads));
+}
+
+cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
+                             const KernelParams& params, int grid, cudaStream_t stream) {
+  // The small variant stages at most kSmallMaxK outputs in shared memory and
+  // its slice has no staging area (the planner never pairs them).
+  if (params.block == kSmallThreads && params.k > kSmallMaxK) return cudaErrorInvalidValue;
+  cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+  if (e != cudaSuccess) return e;
+  const size_t smem = PersistentSharedBytes(params.block);
+  if (params.block == kSmallThreads) {
+    PersistentSelectKernel<kSmallThreads>
+        <<<grid, kSmallThreads, smem, stream>>>(args, dev_args, params);
+  } else {
+    PersistentSelectKernel<kThreads><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace topk::cuda

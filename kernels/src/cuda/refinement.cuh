@@ -1,0 +1,173 @@
+// Refinement (docs/design.md section 2, phase 3) on one CTA: the exact radix
+// refinement of the certified candidates down to the K committed indices,
+// digit by digit over the 64-bit composite key, and the level-0 digit
+// histograms it starts from (from the stored candidates, or by re-scanning
+// the row when they did not fit).
+#pragma once
+
+#include <cstdint>
+
+#include "block_primitives.cuh"
+#include "cta_state.cuh"
+#include "frontier.cuh"
+#include "key_levels.cuh"
+#include "topk/keys.h"
+
+namespace topk::cuda {
+
+struct RefineOut {
+  uint32_t* out;  // committed indices (shared or global staging)
+  uint32_t* out_count;
+};
+
+// Counts the level-0 digit (the 11 key bits above bit shift0) of the
+// frontier entries [from, to) of f into hist (AggregatedCount). Synchronises
+// on exit.
+template <int kB>
+__device__ __noinline__ void FrontierDigitHist(const Frontier f, uint32_t from, uint32_t to,
+                                               int shift0, uint32_t* hist) {
+  for (uint32_t base = from; base < to; base += kB) {
+    const uint32_t pos = base + threadIdx.x;
+    const bool ok = pos < to;
+    uint32_t idx = 0, key = 0;
+    if (ok) f.Get(pos, idx, key);
+    AggregatedCount(ok, (key >> shift0) & 0x7FFu, hist);
+  }
+  __syncthreads();
+}
+
+// The leading-digit histogram of {x >= cut} by re-scanning the row: for a
+// frontier larger than its stores (constant / one-bin rows). Synchronises on
+// exit.
+template <int kB>
+__device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint32_t L, float cut,
+                                             uint32_t* hist) {
+  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
+    const unsigned m = AtLeastMask(v, cut) & valid;
+    if (__any_sync(kFullMask, m != 0u)) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        AggregatedCount((m >> j) & 1u, KeyDigit0(Key32(Lane(v, j))), hist);
+      }
+    }
+  });
+  __syncthreads();
+}
+
+// Refines the admitted set {x >= cut} of the row (count C, level-0 histogram
+// for `top` in s.hist, stored in fa when C <= fa.capacity(); top > 0 only
+// then) down to exactly K committed indices. fa may be a view with a short shared part (the
+// compacted warp segments); it is also the store of levels 2 and 4, read and written through the
+// same positions. A level whose frontier did not fit its store re-scans the row with the key-prefix
+// filter. Returns the number of re-scanned levels.
+template <int kB>
+__device__ __noinline__ uint32_t Refine(SharedState<kB>& s, const float* __restrict__ row,
+                                        uint32_t L, float cut, uint32_t C, const Frontier fa,
+                                        const Frontier fb, uint32_t k, bool deterministic, int top,
+                                        RefineOut ro) {
+  const uint32_t tid = threadIdx.x;
+  const int levels = KeyLevels(top) + (deterministic ? 3 : 0);
+  uint32_t quota = k;
+  // The key bits above level 0: shared by every admitted key.
+  uint64_t prefix = top > 0 ? Key32(cut) >> (32 - top) : 0u;
+  uint32_t fcount = C;
+  bool stored = C <= fa.capacity();
+  uint32_t rescans = stored ? 0u : 1u;
+  bool flip = false;  // false: current frontier in A, next in B
+  for (int j = 0; j < levels; ++j) {
+    const Frontier cur = flip ? fb : fa;
+    const Frontier nxt = flip ? fa : fb;
+    // All 2048 bins: a narrower level's upper bins are zero.
+    const Boundary bd = FindBoundary<kB>(s.hist, kCoarseBins, quota, s.scratch);
+    const uint32_t b = bd.bin;
+    const uint32_t kk = quota - bd.below;
+    const bool take_all = bd.in_bin == kk;
+    const bool last = j == levels - 1;
+    const bool store_next = !take_all && !last && bd.in_bin <= nxt.capacity();
+    for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
+    if (tid == 0) s.next_count = 0u, s.tie_count = 0u;
+    __syncthreads();
+    // Warp-uniform: every lane calls classify the same number of times, so
+    // commits, retained entries and tie tickets reserve slots per warp.
+    auto classify = [&](bool ok, uint32_t idx, uint32_t key) {
+      const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
+      const uint32_t d = LevelDigit(k64, j, top);
+      bool commit = ok && (d < b || (d == b && take_all));
+      const bool eq = ok && d == b && !take_all;
+      const bool keep = eq && !last;
+      const bool tie = eq && last;  // equal keys (non-deterministic): any kk
+      // last and store_next are block-uniform: skipped reservations skip
+      // their votes for the whole warp.
+      const uint32_t ticket = last ? WarpReserve(tie, &s.tie_count) : 0u;
+      if (tie && ticket < kk) commit = true;
+      const uint32_t slot = WarpReserve(commit, ro.out_count);
+      if (commit) ro.out[slot] = idx;
+      const uint32_t next = store_next ? WarpReserve(keep, &s.next_count) : 0u;
+      if (keep) {
+        if (store_next) nxt.Put(next, idx, key);
+        atomicAdd(&s.hist[LevelDigit(k64, j + 1, top)], 1u);
+      }
+    };
+    if (stored) {
+      for (uint32_t base = 0; base < fcount; base += kB) {
+        const uint32_t pos = base + tid;
+        const bool ok = pos < fcount;
+        uint32_t idx = 0, key = 0;
+        if (ok) cur.Get(pos, idx, key);
+        classify(ok, idx, key);
+      }
+    } else {
+      const int above = LevelShift(j, top) + LevelBits(j, top);
+      StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+        const unsigned m = AtLeastMask(v, cut) & valid;
+        if (__any_sync(kFullMask, m != 0u)) {
+#pragma unroll 1
+          for (int q = 0; q < 4; ++q) {
+            const bool in = (m >> q) & 1u;
+            const uint32_t idx = idx0 + q;
+            const uint32_t key = Key32(Lane(v, q));
+            const uint64_t k64 = (static_cast<uint64_t>(key) << 32) | idx;
+            classify(in && (j == 0 || (k64 >> above) == prefix), idx, key);
+          }
+        }
+      });
+    }
+    __syncthreads();
+    if (take_all || last) break;
+    prefix = (prefix << LevelBits(j, top)) | b;
+    quota = kk;
+    fcount = bd.in_bin;
+    stored = store_next;
+    if (!stored) ++rescans;
+    flip = !flip;
+  }
+  return rescans;
+}
+
+// Completes the level-0 histogram of the C admitted values x >= cut and
+// returns the common key bits it is built for. Stored: the global entries
+// are added (the shared part was counted by CompactSegments), or, when the
+// band moved the cut (other common bits), every entry is recounted. Larger
+// than its stores: a re-scan of the row, top = 0.
+template <int kB>
+__device__ __noinline__ int FinishLevel0Hist(SharedState<kB>& s, const float* __restrict__ row,
+                                             uint32_t L, float cut, const Frontier& view,
+                                             uint32_t C) {
+  if (C > view.capacity()) {
+    ClearHist(s);
+    __syncthreads();
+    RescanDigitHist<kB>(row, L, cut, s.hist);
+    return 0;
+  }
+  const int top = CommonKeyBits(~s.neg_min_key, Key32(cut));
+  if (top == s.hist_top) {
+    FrontierDigitHist<kB>(view, view.s_cap, C, Level0Shift(top), s.hist);
+  } else {
+    ClearHist(s);
+    __syncthreads();
+    FrontierDigitHist<kB>(view, 0, C, Level0Shift(top), s.hist);
+  }
+  return top;
+}
+
+}  // namespace topk::cuda

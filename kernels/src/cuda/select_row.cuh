@@ -1,0 +1,162 @@
+// The row orchestrator every route shares (docs/design.md section 2): one
+// CTA takes one row through proposal, certification (with the tau1 band and
+// exact recovery as fallbacks), refinement and output, and counts which path
+// the row took. The persistent route calls it for every row it claims; the
+// KV-split route for the rows its split cannot serve.
+#pragma once
+
+#include <cstdint>
+
+#include "block_primitives.cuh"
+#include "certification.cuh"
+#include "cta_state.cuh"
+#include "exact_recovery.cuh"
+#include "frontier.cuh"
+#include "kernel_args.h"
+#include "output.cuh"
+#include "proposal.cuh"
+#include "refinement.cuh"
+#include "topk/algorithm_constants.h"
+#include "topk/contract.h"
+#include "topk/keys.h"
+
+namespace topk::cuda {
+
+// 4 float4 loads in flight per thread in the certification pass in both
+// variants: both run 1024 threads per SM at 64 registers.
+inline constexpr int kAdmitUnroll = 4;
+
+__device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsigned long long v) {
+  if (p.stats != nullptr) atomicAdd(&p.stats[static_cast<int>(stat)], v);
+}
+
+// The first score of row r in either layout.
+__device__ __forceinline__ const float* RowScores(const DeviceArgs& a, int64_t r) {
+  return a.layout == static_cast<int32_t>(Layout::kPitched) ? a.scores + r * a.pitch
+                                                            : a.scores + a.row_offsets[r];
+}
+
+// Selects row r into a.indices (and a.row_status) on one CTA of kB threads
+// with kU loads in flight per thread in the certification pass. fa and fb
+// are the frontier stores, out_buf / sort_buf the output staging (CtaStores).
+// Every thread of the CTA calls it; it synchronises on exit.
+template <int kB, int kU>
+__device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
+                                       const KernelParams& p, int64_t r, const Frontier& fa,
+                                       const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf) {
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  const float* row = RowScores(a, r);
+  const int64_t length = a.lengths[r];
+  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  if (length < 0 || length > a.width) {
+    FillEmpty<kB>(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
+    return;
+  }
+  const uint32_t L = static_cast<uint32_t>(length);
+  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
+  ClearHist(s);
+  __syncthreads();
+  // Phase timers (tid 0's clock after each phase's closing barrier).
+  long long clock_mark = clock64();
+  auto lap = [&](Stat st) {
+    if (tid == 0) {
+      const long long now = clock64();
+      AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
+      clock_mark = now;
+    }
+  };
+  uint32_t count;
+  if (L <= k) {
+    unsigned nan = 0;
+    for (uint32_t i = tid; i < L; i += kB) {
+      out_buf[i] = i;
+      nan |= IsNan(row[i]) ? 1u : 0u;
+    }
+    if (nan) s.nan = 1u;
+    __syncthreads();
+    count = L;
+  } else {
+    bool need_exact = true;
+    float cut = 0.f;
+    if (p.sample_stride > 0 && L >= p.min_sampled_length) {
+      const int stride = p.sample_stride;
+      // The certification pass's first chunks stream into L2 during the
+      // latency-bound proposal.
+      if (p.prefetch != 0 && tid == 0) PrefetchRowHead<kB>(row, L);
+      SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+      const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
+      const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+      Boundary b0, b1;
+      FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
+      if (b0.total >= q1) {
+        if (tid < 64) {
+          const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
+          if (tid == 0) s.t0 = t, AddStat(p, Stat::kSampled, 1);
+          if (tid == 32) s.t1 = t;
+        }
+        ClearHist(s);
+        __syncthreads();
+        lap(Stat::kCyclesProposal);
+        const float t0 = s.t0, t1 = s.t1;
+        AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0);
+        // The band pass below adds to s.count and may set s.nan: every warp
+        // reads both before any warp can take that branch, so the whole CTA
+        // takes the same branch and reaches the same barriers.
+        const uint32_t admitted = s.count;
+        const bool main_nan = s.nan != 0u;
+        __syncthreads();
+        if (!main_nan) {
+          if (admitted >= k) {
+            need_exact = false;
+            cut = t0;
+            if (tid == 0) AddStat(p, Stat::kCertified, 1);
+          } else if (b1.bin > b0.bin) {
+            // Underfill: append the band t1 <= x < t0 and re-certify.
+            AdmitPass<kB, true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count,
+                                           &s.neg_min_key, &s.nan, false);
+            __syncthreads();
+            if (s.count >= k) {
+              need_exact = false;
+              cut = t1;
+              if (tid == 0) AddStat(p, Stat::kBandRescued, 1);
+            }
+          }
+          if (need_exact && tid == 0) AddStat(p, Stat::kExactRecovery, 1);
+        }
+      }
+    }
+    if (need_exact && !s.nan) {
+      if (tid == 0) AddStat(p, Stat::kExactRows, 1);
+      cut = ExactCandidates<kB, kU>(s, row, L, k, fa);
+    }
+    lap(Stat::kCyclesAdmit);
+    if (!s.nan) {
+      const uint32_t C = s.count;
+      const Frontier view = AdmittedView(s, fa);
+      const int top = FinishLevel0Hist(s, row, L, cut, view, C);
+      const uint32_t rescans = Refine(s, row, L, cut, C, view, fb, k, p.deterministic != 0, top,
+                                      RefineOut{out_buf, &s.out_count});
+      if (tid == 0) {
+        AddStat(p, Stat::kRows, 1);
+        AddStat(p, Stat::kCandidates, C);
+        if (rescans) AddStat(p, Stat::kRescans, rescans);
+      }
+    }
+    __syncthreads();
+    count = s.out_count;
+    lap(Stat::kCyclesRefine);
+  }
+  if (s.nan) {
+    FillEmpty<kB>(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+  } else {
+    FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
+  }
+  __syncthreads();
+  lap(Stat::kCyclesFinalize);
+}
+
+}  // namespace topk::cuda
