@@ -13,6 +13,8 @@ def main():
     ap.add_argument("--torch", required=True)
     ap.add_argument("--out-csv", required=True)
     ap.add_argument("--png", required=True)
+    ap.add_argument("--baseline", default="",
+                    help="topk-bench-gpu CSV of another build on the same shapes (A/B)")
     args = ap.parse_args()
     ours = {(int(r["M"]), int(r["N"])): r for r in csv.DictReader(open(args.ours))}
     torch_rows = {}
@@ -20,11 +22,18 @@ def main():
         torch_rows = {(int(r["M"]), int(r["N"])): r for r in csv.DictReader(open(args.torch))}
     except FileNotFoundError:
         pass
+    baseline = {}
+    if args.baseline:
+        baseline = {(int(r["M"]), int(r["N"])): r for r in csv.DictReader(open(args.baseline))}
     merged = []
     for key in sorted(ours, key=lambda t: (t[1], t[0])):
         r = dict(ours[key])
         t = torch_rows.get(key)
         r["torch_ms"] = t["torch_ms"] if t else ""
+        if args.baseline:
+            b = baseline.get(key)
+            r["baseline_ms"] = b["ours_ms"] if b else ""
+            r["baseline_floor_ms"] = b["floor_ms"] if b else ""
         merged.append(r)
     with open(args.out_csv, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(merged[0].keys()))
@@ -54,6 +63,7 @@ def main():
     print(f"# 20-shape matrix: geomean speedup vs torch.topk {gm(g_torch):.2f}x, "
           f"vs our exact route {gm(g_exact):.2f}x, geomean fraction of floor {gm(matrix):.3f}")
     ab_table(merged, gm)
+    baseline_table(merged, gm)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -82,6 +92,27 @@ def main():
     fig.tight_layout()
     fig.savefig(args.png, dpi=120)
     print(f"# wrote {args.png}")
+
+
+def baseline_table(merged, gm):
+    """Another build's binary on the same shapes in the same run: per shape
+    and as geomeans over the matrix, each build's time against its own floor
+    measurement, and new over baseline."""
+    rows = [r for r in merged if int(r["M"]) >= 512 and r.get("baseline_ms")]
+    if not rows:
+        return
+    print(f"{'M':>5} {'N':>8} {'new':>8} {'x fl':>5} {'baseline':>8} {'x fl':>5} {'new/base':>8}")
+    g_n, g_b, g_r = [], [], []
+    for r in rows:
+        o, f = float(r["ours_ms"]), float(r["floor_ms"])
+        b, bf = float(r["baseline_ms"]), float(r["baseline_floor_ms"])
+        g_n.append(o / f)
+        g_b.append(b / bf)
+        g_r.append(o / b)
+        print(f"{int(r['M']):5d} {int(r['N']):8d} {o:8.4f} {o / f:5.2f} {b:8.4f} {b / bf:5.2f} "
+              f"{o / b:8.3f}")
+    print(f"# baseline A/B over {len(rows)} shapes: new {gm(g_n):.3f}x floor, baseline "
+          f"{gm(g_b):.3f}x floor, new/baseline {gm(g_r):.3f}")
 
 
 def ab_table(merged, gm):

@@ -1,19 +1,18 @@
 #!/usr/bin/env bash
 # The server on a GPU, in ONE device call (repo root on the GPU machine, the
-# relocatable build of scripts/device-server-pack.sh carried in dist/):
+# relocatable build of tools/gpu-lab/pack-server.sh carried in .carry/server):
 #   1. the server test suites in-process on the CUDA backend
 #      (TOPK_TEST_BACKEND=cuda: e2e exactness, every bad input incl. NaN rows,
 #      32 x 200 concurrency, shutdown, health, reflection, RSS);
 #   2. topk-server --backend=cuda on a free loopback port + topk-loadgen on
 #      causal indexer rows, EVERY answer verified, unary and streamed;
-#   3. server_bench on the CUDA backend is not wired (it compares against the
-#      CPU selector); the loadgen's srv_ms vs dev_ms columns give the overhead.
+#   The loadgen's srv_ms vs dev_ms columns give the server's overhead.
 # Logs and CSVs go to $OUT; a table is printed last. usage: [smoke|full]
 set -uo pipefail
 mode=${1:-full}
 OUT=${OUT:-/tmp/topk-server-out}
 mkdir -p "$OUT"
-bin=${TOPK_DIST:-dist}/bin
+bin=${TOPK_SERVER_DIST:-.carry/server}/bin
 seconds=3; [ "$mode" = smoke ] && seconds=1
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv | tee "$OUT/gpu.txt"
 
@@ -21,6 +20,7 @@ echo "== 1. server suites on the CUDA backend"
 suite_rc=0
 for t in e2e_test bad_input_test concurrency_test shutdown_test health_reflection_test rss_test \
     engine_tls_test raw_select_test; do
+  [ -x "$bin/$t" ] || { printf '   %-24s not packed\n' "$t"; continue; }
   TOPK_TEST_BACKEND=cuda timeout 300 "$bin/$t" --gtest_brief=1 >"$OUT/$t.log" 2>&1
   rc=$?; [ $rc = 0 ] || suite_rc=1
   printf '   %-24s rc=%d  %s\n' "$t" "$rc" "$(grep -E '^\[  (PASSED|FAILED)' "$OUT/$t.log" | tr '\n' ' ')"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the CUDA targets here (sm_90 by default) and packs them, with the
+# non-system shared libraries they need, into .carry/gpu/ (bin/, lib/, rpath
+# $ORIGIN/../lib) for the device tool's `carry`; gpu-check.sh runs them there.
+# TOPK_BASELINE=<commit>: also builds that commit's topk-bench-gpu (in a git
+# worktree beside the build) and packs it as bin/topk-bench-gpu-baseline, so
+# one device call can time the old and the new kernels side by side.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${TOPK_BUILD_DIR:-build-gpu-lab}
+arch=${TOPK_CUDA_ARCH:-90}
+jobs=${TOPK_JOBS:-2}
+dest=.carry/gpu
+cmake -S . -B "$build" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+cmake --build "$build" -j "$jobs" --target topk_cuda_test topk_cuda_key_maps_test \
+  cuda_planner_test topk-bench-gpu topk-plan topk_c
+bins=("$build/tests/cuda/topk_cuda_test" "$build/tests/cuda/topk_cuda_key_maps_test"
+      "$build/tests/kernels/cuda_planner_test" "$build/bench/gpu/topk-bench-gpu"
+      "$build/kernels/src/cuda/topk-plan")
+if [ -n "${TOPK_BASELINE:-}" ]; then
+  src=$build-baseline-src
+  [ -e "$src/.git" ] || git worktree add --force --detach "$src" "$TOPK_BASELINE" >/dev/null
+  git -C "$src" checkout --quiet --detach "$TOPK_BASELINE"
+  cmake -S "$src" -B "$build-baseline" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+  cmake --build "$build-baseline" -j "$jobs" --target topk-bench-gpu
+  cp "$build-baseline/bench/gpu/topk-bench-gpu" "$build/topk-bench-gpu-baseline"
+  bins+=("$build/topk-bench-gpu-baseline")
+fi
+rm -rf "$dest"
+bash deploy/make-relocatable.sh "$dest" "${bins[@]}" --lib "$build/kernels/src/cuda/libtopk_c.so"
+strip "$dest"/bin/* 2>/dev/null || true
+du -sh "$dest"
