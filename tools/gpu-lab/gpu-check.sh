@@ -49,7 +49,7 @@ if has sanitizer; then
       --gtest_filter="$sanitizer_filter"
     echo "memcheck rc=$?"
     echo "== racecheck"
-    timeout 300 "$sanitizer" --tool racecheck --racecheck-report hazard "$bin/topk_cuda_test" \
+    timeout 300 "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
       --gtest_filter="$sanitizer_filter"
     echo "racecheck rc=$?"
   } >"$OUT/sanitizer.log" 2>&1
