@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "key_maps_check.cuh"
+#include "topk/cuda/resources.h"
 
 namespace topk::cuda {
 namespace {
@@ -14,20 +15,19 @@ TEST(KeyMapsOnDevice, HardwareHalfConversionMatchesTheDefinitionEverywhere) {
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     GTEST_SKIP() << "no CUDA device: the device key maps cannot be checked here";
   }
-  unsigned long long* mismatches = nullptr;
-  unsigned int* first = nullptr;
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&mismatches), sizeof(*mismatches)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&first), sizeof(*first)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(mismatches, 0, sizeof(*mismatches)), cudaSuccess);
-  ASSERT_EQ(cudaMemset(first, 0xFF, sizeof(*first)), cudaSuccess);
-  ASSERT_EQ(LaunchHalfConversionCheck(mismatches, first, nullptr), cudaSuccess);
+  auto mismatches = AllocateDevice<unsigned long long>(1);
+  auto first = AllocateDevice<unsigned int>(1);
+  ASSERT_TRUE(mismatches.ok() && first.ok());
+  ASSERT_EQ(cudaMemset(mismatches->get(), 0, mismatches->bytes()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(first->get(), 0xFF, first->bytes()), cudaSuccess);
+  ASSERT_EQ(LaunchHalfConversionCheck(mismatches->get(), first->get(), nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   unsigned long long count = 1;
   unsigned int first_bad = 0;
-  ASSERT_EQ(cudaMemcpy(&count, mismatches, sizeof(count), cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(&first_bad, first, sizeof(first_bad), cudaMemcpyDeviceToHost), cudaSuccess);
-  cudaFree(mismatches);
-  cudaFree(first);
+  ASSERT_EQ(cudaMemcpy(&count, mismatches->get(), sizeof(count), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(&first_bad, first->get(), sizeof(first_bad), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   EXPECT_EQ(count, 0u) << "first differing FP32 pattern: 0x" << std::hex << first_bad;
 }
 
