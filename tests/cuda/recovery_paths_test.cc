@@ -22,31 +22,43 @@ namespace {
 class RecoveryPathTest : public CudaSelectorTest {};
 
 // The paper's one-float view (run 1) on stride-periodic rows: the view sees a
-// biased sample, so rows must go through the band or exact recovery.
+// biased sample, so rows must go through the band or exact recovery. 64 rows
+// of 200K take the KV-split route by default (its finisher hands such rows to
+// SelectRow on one 512-thread CTA); with the split off they take the
+// persistent route on the variant under test, so both recovery paths run on
+// both variants.
 TEST_P(RecoveryPathTest, StridePeriodicRowsRescueAndRecover) {
-  for (int run : {1, 8}) {
-    CudaSelectorConfig c;
-    c.sample_run = run;
-    auto sel = Make(c);
-    ASSERT_NE(sel, nullptr);
-    GeneratorSpec spec;
-    spec.distribution = Distribution::kStridePeriodic;
-    spec.rows = 64;
-    spec.width = 200000;
-    spec.sample_stride = 64;
-    const ScoreMatrix m = testing::Generate(spec);
-    Check(*sel, m, 2048, {}, "stride periodic run " + std::to_string(run));
-    std::printf("run %d: sampled %lld certified %lld band %lld exact %lld rescans %lld\n", run,
-                static_cast<long long>(last_stats_.sampled),
-                static_cast<long long>(last_stats_.certified),
-                static_cast<long long>(last_stats_.band_rescued),
-                static_cast<long long>(last_stats_.exact_recovery),
-                static_cast<long long>(last_stats_.rescans));
-    // The paper's view (run 1) is the one these rows defeat: both fallbacks
-    // must have run, or this test no longer covers them.
-    if (run == 1) {
-      EXPECT_GT(last_stats_.band_rescued, 0);
-      EXPECT_GT(last_stats_.exact_recovery, 0);
+  for (bool split : {true, false}) {
+    for (int run : {1, 8}) {
+      CudaSelectorConfig c;
+      c.sample_run = run;
+      c.enable_kv_split = split;
+      auto sel = Make(c);
+      ASSERT_NE(sel, nullptr);
+      GeneratorSpec spec;
+      spec.distribution = Distribution::kStridePeriodic;
+      spec.rows = 64;
+      spec.width = 200000;
+      spec.sample_stride = 64;
+      const ScoreMatrix m = testing::Generate(spec);
+      Plan plan;
+      const std::string what =
+          std::string(split ? "kv-split" : "persistent") + " run " + std::to_string(run);
+      Check(*sel, m, 2048, {}, "stride periodic " + what, &plan);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(plan.route, split ? Route::kKvSplitSampled : Route::kPersistentSampled) << what;
+      std::printf("%s: sampled %lld certified %lld band %lld exact %lld rescans %lld\n",
+                  what.c_str(), static_cast<long long>(last_stats_.sampled),
+                  static_cast<long long>(last_stats_.certified),
+                  static_cast<long long>(last_stats_.band_rescued),
+                  static_cast<long long>(last_stats_.exact_recovery),
+                  static_cast<long long>(last_stats_.rescans));
+      // The paper's view (run 1) is the one these rows defeat: both fallbacks
+      // must have run, or this test no longer covers them.
+      if (run == 1) {
+        EXPECT_GT(last_stats_.band_rescued, 0) << what;
+        EXPECT_GT(last_stats_.exact_recovery, 0) << what;
+      }
     }
   }
 }

@@ -136,11 +136,12 @@ class CudaSelectorTest : public ::testing::TestWithParam<int> {
   }
 
   // Verifier plus, in deterministic mode, bit-identity with the reference.
+  // plan_out: the plan the run used.
   void Check(CudaSelector& sel, const ScoreMatrix& m, int32_t k, const SelectOptions& opts,
-             const std::string& what) {
+             const std::string& what, Plan* plan_out = nullptr) {
     std::vector<int32_t> out;
     std::vector<RowStatus> status;
-    RunOn(sel, m, k, opts, &out, &status);
+    RunOn(sel, m, k, opts, &out, &status, plan_out);
     if (HasFatalFailure()) return;
     const absl::Status v = testing::VerifySelection(m.batch(), k, opts, out.data(), status.data());
     ASSERT_TRUE(v.ok()) << what << ": " << v;
