@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/stubs/common.h"
 #include "google/protobuf/wire_format_lite.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 
@@ -34,10 +35,12 @@ grpc::ByteBuffer* Mutable(const grpc::ByteBuffer* buffer) {
   return const_cast<grpc::ByteBuffer*>(buffer);
 }
 
-// A length prefix, refused beyond what CodedInputStream's int positions hold.
+// A length prefix, refused when it runs past the bytes left in the enclosing
+// field or message (protobuf refuses such a message as truncated). The whole
+// message is itself a limit, so BytesUntilLimit() is always known.
 bool ReadSize(CodedInputStream& in, int& size) {
   uint32_t value = 0;
-  if (!in.ReadVarint32(&value) || value > static_cast<uint32_t>(std::numeric_limits<int>::max())) {
+  if (!in.ReadVarint32(&value) || static_cast<int64_t>(value) > in.BytesUntilLimit()) {
     return false;
   }
   size = static_cast<int>(value);
@@ -101,9 +104,13 @@ absl::Status ReadInlineRows(CodedInputStream& in, size_t keep, RawSelectRequest&
 absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
                             RawSelectRequest& out) {
   const size_t keep = max_rows + 1;  // one more than allowed: enough to refuse
+  if (buffer.Length() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return Malformed("larger than 2 GiB");
+  }
   grpc::ProtoBufferReader reader(Mutable(&buffer));
   CodedInputStream in(&reader);
   in.SetTotalBytesLimit(std::numeric_limits<int>::max());
+  in.PushLimit(static_cast<int>(buffer.Length()));
   while (uint32_t tag = in.ReadTag()) {
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     const auto type = WireFormatLite::GetTagWireType(tag);
@@ -124,6 +131,11 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
       int size = 0;
       if (!ReadSize(in, size) || !in.ReadString(&out.request_id, size)) {
         return Malformed("request_id");
+      }
+      // proto3 strings are UTF-8: protobuf refuses the message otherwise, and
+      // echoing such an id would make the response unparseable for clients.
+      if (!google::protobuf::internal::IsStructurallyValidUTF8(out.request_id)) {
+        return Malformed("request_id is not UTF-8");
       }
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       return Malformed("field");

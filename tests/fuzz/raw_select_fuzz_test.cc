@@ -103,7 +103,7 @@ void Mutate(Bytes& bytes, const std::vector<Bytes>& corpus, std::mt19937_64& rng
 // The decoder's view of a request must equal protobuf's.
 void ExpectSameRequest(const RawSelectRequest& raw, const grpc::ByteBuffer& buffer,
                        const v1::SelectRequest& parsed, const Bytes& bytes) {
-  const std::string hex = absl::BytesToHexString(bytes.substr(0, 256));
+  const std::string hex = absl::BytesToHexString(bytes.substr(0, 4096));
   ASSERT_EQ(raw.k, parsed.k()) << hex;
   ASSERT_EQ(raw.options.SerializeAsString(), parsed.options().SerializeAsString()) << hex;
   ASSERT_EQ(raw.request_id, parsed.request_id()) << hex;
@@ -118,10 +118,35 @@ void ExpectSameRequest(const RawSelectRequest& raw, const grpc::ByteBuffer& buff
   ASSERT_EQ(copied, scores) << hex;
 }
 
+// The two ways the decoder once parted from protobuf, found by the loop below.
+TEST(RawSelectFuzz, RefusesALengthPrefixPastItsEnclosingField) {
+  // k = 5; inline_rows of 4 bytes holding packed lengths that claim 9 bytes.
+  const Bytes wire("\x08\x05\x1a\x04\x12\x09\x01\x02", 8);
+  ASSERT_FALSE(v1::SelectRequest().ParseFromString(wire));
+  std::mt19937_64 rng(1);
+  RawSelectRequest raw;
+  EXPECT_FALSE(ParseRawSelect(Sliced(wire, rng), 100, raw).ok());
+  // inline_rows itself claiming more bytes than the message has.
+  const Bytes cut("\x08\x05\x1a\x09\x12\x01\x01", 7);
+  ASSERT_FALSE(v1::SelectRequest().ParseFromString(cut));
+  RawSelectRequest raw_cut;
+  EXPECT_FALSE(ParseRawSelect(Sliced(cut, rng), 100, raw_cut).ok());
+}
+
+TEST(RawSelectFuzz, RefusesARequestIdThatIsNotUtf8) {
+  const Bytes wire("\x08\x05\x2a\x02\xc3\x28", 6);  // request_id = C3 28
+  ASSERT_FALSE(v1::SelectRequest().ParseFromString(wire));
+  std::mt19937_64 rng(1);
+  RawSelectRequest raw;
+  const absl::Status status = ParseRawSelect(Sliced(wire, rng), 100, raw);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("request_id"), absl::string_view::npos) << status;
+}
+
 TEST(RawSelectFuzz, AgreesWithProtobufOnMutatedRequests) {
   const char* env = std::getenv("TOPK_FUZZ_SECONDS");
   const double seconds = env != nullptr ? std::atof(env) : 10.0;
-  const int64_t max_iterations = env != nullptr ? INT64_MAX : 60000;
+  const int64_t max_iterations = env != nullptr ? INT64_MAX : 400000;
   std::mt19937_64 rng(20261130);
   std::vector<Bytes> corpus;
   for (int i = 0; i < 64; ++i) corpus.push_back(ValidRequest(rng));
@@ -138,10 +163,11 @@ TEST(RawSelectFuzz, AgreesWithProtobufOnMutatedRequests) {
     const grpc::ByteBuffer buffer = Sliced(bytes, rng);
     RawSelectRequest raw;
     // A row limit above anything the corpus holds: every length is kept.
-    const bool raw_ok = ParseRawSelect(buffer, 1 << 20, raw).ok();
-    ASSERT_EQ(raw_ok, protobuf_ok) << "decoder " << (raw_ok ? "accepts" : "refuses")
+    const absl::Status raw_status = ParseRawSelect(buffer, 1 << 20, raw);
+    const bool raw_ok = raw_status.ok();
+    ASSERT_EQ(raw_ok, protobuf_ok) << raw_status << "; decoder " << (raw_ok ? "accepts" : "refuses")
                                    << " what protobuf " << (protobuf_ok ? "accepts" : "refuses")
-                                   << ": " << absl::BytesToHexString(bytes.substr(0, 256));
+                                   << ": " << absl::BytesToHexString(bytes.substr(0, 4096));
     if (raw_ok) {
       ExpectSameRequest(raw, buffer, parsed, bytes);
       if (corpus.size() < 4096) corpus.push_back(bytes);  // keep what parses: deeper mutations
