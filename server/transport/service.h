@@ -8,7 +8,8 @@
 #include <string>
 
 #include "server/engine/engine.h"
-#include "server/metrics.h"
+#include "server/transport/metrics.h"
+#include "server/transport/select_reactors.h"
 #include "topk/v1/topk.grpc.pb.h"
 
 namespace topk::server {
@@ -44,15 +45,16 @@ class TopKService final : public v1::TopK::WithRawCallbackMethod_Select<v1::TopK
                                  const v1::EchoMessage* request,
                                  v1::EchoMessage* response) override;
 
-  // Shared by the Select reactors.
-  Engine& engine() { return *engine_; }
-  Metrics& metrics() { return *metrics_; }
-  void NoteFailure(const absl::Status& status);
+  TopKService(const TopKService&) = delete;
+  TopKService& operator=(const TopKService&) = delete;
 
  private:
+  void ReportNoUsableDevice();
+
   Engine* engine_;
   Metrics* metrics_;
   ServiceConfig config_;
+  SelectContext select_;
   std::atomic<bool> device_lost_reported_{false};
 };
 

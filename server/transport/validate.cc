@@ -1,4 +1,4 @@
-#include "server/validate.h"
+#include "server/transport/validate.h"
 
 #include <algorithm>
 
@@ -6,18 +6,36 @@
 
 namespace topk::server {
 
-absl::StatusOr<int32_t> ValidateSelect(int32_t k, absl::Span<const int32_t> lengths,
-                                       size_t score_bytes, const EngineLimits& limits) {
+absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits) {
+  if (rows > limits.max_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lengths: ", rows, " rows exceed max_rows = ", limits.max_rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits) {
+  if (bytes > limits.max_batch_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scores: ", bytes, " bytes exceed max_batch_bytes = ", limits.max_batch_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
+                                       absl::Span<const int32_t> lengths, size_t score_bytes,
+                                       const RequestLimits& limits) {
   if (k < 1 || k > limits.max_k) {
     return absl::InvalidArgumentError(
         absl::StrCat("k = ", k, " is out of range [1, ", limits.max_k, "] (max_k)"));
   }
-  if (lengths.empty()) {
+  if (num_rows == 0) {
     return absl::InvalidArgumentError("lengths: the batch is empty (0 rows)");
   }
-  if (static_cast<int64_t>(lengths.size()) > limits.max_rows) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("lengths: ", lengths.size(), " rows exceed max_rows = ", limits.max_rows));
+  if (absl::Status s = CheckRowCount(num_rows, limits); !s.ok()) return s;
+  if (static_cast<int64_t>(lengths.size()) != num_rows) {
+    return absl::InternalError(
+        absl::StrCat("lengths: ", lengths.size(), " of ", num_rows, " rows were decoded"));
   }
   int64_t total = 0;
   int32_t longest = 0;

@@ -1,15 +1,14 @@
-#include "server/select_reactors.h"
+#include "server/transport/select_reactors.h"
 
 #include <bit>
-#include <cstring>
-#include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/engine/worker.h"
-#include "server/raw_select.h"
-#include "server/service.h"
-#include "server/validate.h"
+#include "server/engine/clock.h"
+#include "server/transport/raw_select.h"
+#include "server/transport/validate.h"
 #include "spdlog/spdlog.h"
 
 namespace topk::server {
@@ -18,23 +17,32 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian; a big-endian host needs byte swaps here");
 
+// Counts a failed request and produces its RPC status. A device failure that
+// left no usable device is reported once more, for health.
+grpc::Status Fail(const SelectContext& select, const absl::Status& status) {
+  select.metrics->OnError(status.code());
+  if (absl::IsUnavailable(status) && !select.engine->usable() && select.on_no_usable_device) {
+    select.on_no_usable_device();
+  }
+  return ToGrpcStatus(status);
+}
+
 // What both reactors do when the engine is done with their job: encode, count,
 // and produce the RPC's status.
-grpc::Status FinishSelect(TopKService& service, const absl::Status& status,
+grpc::Status FinishSelect(const SelectContext& select, const absl::Status& status,
                           const SelectOutput& output, const SelectInput& input, int64_t start_us,
                           const std::string& request_id, v1::SelectResponse& response) {
   if (!status.ok()) {
-    service.NoteFailure(status);
     spdlog::debug("select{} failed: {}", request_id.empty() ? "" : " " + request_id,
                   status.ToString());
-    return ToGrpcStatus(status);
+    return Fail(select, status);
   }
   const auto rows = static_cast<int64_t>(input.lengths.size());
   const int64_t bytes_out =
       EncodeResponse(output, input.k, rows, SteadyNowUs() - start_us, response);
   response.set_request_id(request_id);
-  service.metrics().OnSuccess(rows, bytes_out, output.timings.queue_us, output.timings.device_us,
-                              response.timings().total_us());
+  select.metrics->OnSuccess(rows, bytes_out, output.timings.queue_us, output.timings.device_us,
+                            response.timings().total_us());
   return grpc::Status::OK;
 }
 
@@ -44,51 +52,39 @@ SelectOptions ToOptions(const v1::SelectOptions& options) {
 
 class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
  public:
-  UnarySelect(TopKService& service, grpc::CallbackServerContext* context,
+  UnarySelect(const SelectContext& select, grpc::CallbackServerContext* context,
               const grpc::ByteBuffer* request, grpc::ByteBuffer* response)
-      : service_(service), context_(context), request_(request), response_(response) {}
+      : select_(select), context_(context), request_(request), response_(response) {}
 
   void Start() {
     start_us_ = SteadyNowUs();  // before decoding: total_us includes it
-    const EngineLimits& limits = service_.engine().limits();
+    const RequestLimits& limits = select_.engine->limits();
+    // The decoder stores at most max_rows + 1 lengths: enough to refuse.
     absl::Status parsed = ParseRawSelect(*request_, static_cast<size_t>(limits.max_rows), raw_);
-    service_.metrics().OnRequest(raw_.scores_size);
+    select_.metrics->OnRequest(raw_.scores_size);
     if (!parsed.ok()) {
-      Finish(Fail(parsed));
+      Finish(Fail(select_, parsed));
       return;
     }
     if (!raw_.has_inline_rows) {
-      Finish(Fail(absl::InvalidArgumentError("rows: no rows given (set inline_rows)")));
+      Finish(Fail(select_, absl::InvalidArgumentError("rows: no rows given (set inline_rows)")));
       return;
     }
-    if (raw_.num_lengths > limits.max_rows) {
-      Finish(Fail(absl::InvalidArgumentError(absl::StrCat(
-          "lengths: ", raw_.num_lengths, " rows exceed max_rows = ", limits.max_rows))));
-      return;
-    }
-    absl::StatusOr<int32_t> longest =
-        ValidateSelect(raw_.k, raw_.lengths, static_cast<size_t>(raw_.scores_size), limits);
+    absl::StatusOr<int32_t> longest = ValidateSelect(raw_.k, raw_.num_lengths, raw_.lengths,
+                                                     static_cast<size_t>(raw_.scores_size), limits);
     if (!longest.ok()) {
-      Finish(Fail(longest.status()));
+      Finish(Fail(select_, longest.status()));
       return;
     }
-    scores_.emplace(request_, raw_.scores_offset, raw_.scores_size);
+    // The scores stay in gRPC's receive buffer; the backend copies them once.
+    rows_.emplace(request_, raw_.scores_offset, raw_.scores_size);
     input_ = SelectInput{.k = raw_.k,
                          .options = ToOptions(raw_.options),
                          .return_values = raw_.options.return_values(),
                          .lengths = raw_.lengths,
-                         .source = &*scores_,
+                         .rows = &*rows_,
                          .max_length = *longest};
-    if (!service_.engine().stages_scores()) {
-      // Host backends read the scores in place: make them contiguous here, on
-      // the gRPC thread, so the copy overlaps the workers' selections (what
-      // protobuf's decoder would do, without its zero-fill).
-      contiguous_ = std::make_unique_for_overwrite<char[]>(scores_->size());
-      scores_->CopyTo(contiguous_.get());
-      input_.scores = absl::string_view(contiguous_.get(), scores_->size());
-      input_.source = nullptr;
-    }
-    service_.engine().Submit(this);  // `this` may be gone once Submit returns
+    select_.engine->Submit(this);  // `this` may be gone once Submit returns
   }
 
   const SelectInput& input() const override { return input_; }
@@ -96,7 +92,7 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
     grpc::Status result =
-        FinishSelect(service_, status, output, input_, start_us_, raw_.request_id, message_);
+        FinishSelect(select_, status, output, input_, start_us_, raw_.request_id, message_);
     if (result.ok()) {
       bool own_buffer = false;
       result = grpc::SerializationTraits<v1::SelectResponse>::Serialize(message_, response_,
@@ -108,18 +104,12 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   void OnDone() override { delete this; }
 
  private:
-  grpc::Status Fail(const absl::Status& status) {
-    service_.NoteFailure(status);
-    return ToGrpcStatus(status);
-  }
-
-  TopKService& service_;
+  const SelectContext& select_;
   grpc::CallbackServerContext* context_;
   const grpc::ByteBuffer* request_;
   grpc::ByteBuffer* response_;
   RawSelectRequest raw_;
-  std::optional<ByteBufferScores> scores_;
-  std::unique_ptr<char[]> contiguous_;  // host backends only
+  std::optional<ByteBufferRows> rows_;
   v1::SelectResponse message_;
   SelectInput input_;
   int64_t start_us_ = 0;
@@ -127,9 +117,9 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
 
 class StreamSelect final : public grpc::ServerReadReactor<v1::SelectChunk>, public SelectJob {
  public:
-  StreamSelect(TopKService& service, grpc::CallbackServerContext* context,
+  StreamSelect(const SelectContext& select, grpc::CallbackServerContext* context,
                v1::SelectResponse* response)
-      : service_(service), context_(context), response_(response) {}
+      : select_(select), context_(context), response_(response) {}
 
   void Start() { StartRead(&chunk_); }
 
@@ -139,7 +129,7 @@ class StreamSelect final : public grpc::ServerReadReactor<v1::SelectChunk>, publ
       Submit();
       return;
     }
-    const EngineLimits& limits = service_.engine().limits();
+    const RequestLimits& limits = select_.engine->limits();
     if (chunks_++ == 0) {
       k_ = chunk_.k();
       options_ = chunk_.options();
@@ -151,15 +141,15 @@ class StreamSelect final : public grpc::ServerReadReactor<v1::SelectChunk>, publ
     }
     // Check the limits as chunks arrive, so a runaway stream is cut off
     // before it fills memory.
-    if (static_cast<int64_t>(lengths_.size()) + chunk_.lengths_size() > limits.max_rows) {
-      FailNow(absl::InvalidArgumentError(absl::StrCat(
-          "lengths: more than max_rows = ", limits.max_rows, " rows (chunk ", chunks_ - 1, ")")));
-      return;
+    absl::Status within =
+        CheckRowCount(static_cast<int64_t>(lengths_.size()) + chunk_.lengths_size(), limits);
+    if (within.ok()) {
+      within = CheckReceivedScoreBytes(
+          static_cast<int64_t>(scores_.size() + chunk_.scores().size()), limits);
     }
-    if (static_cast<int64_t>(scores_.size() + chunk_.scores().size()) > limits.max_batch_bytes) {
-      FailNow(absl::InvalidArgumentError(
-          absl::StrCat("scores: more than max_batch_bytes = ", limits.max_batch_bytes,
-                       " bytes (chunk ", chunks_ - 1, ")")));
+    if (!within.ok()) {
+      FailNow(absl::Status(within.code(),
+                           absl::StrCat(within.message(), " (chunk ", chunks_ - 1, ")")));
       return;
     }
     lengths_.insert(lengths_.end(), chunk_.lengths().begin(), chunk_.lengths().end());
@@ -172,7 +162,7 @@ class StreamSelect final : public grpc::ServerReadReactor<v1::SelectChunk>, publ
   bool IsCancelled() const override { return context_->IsCancelled(); }
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
-    Finish(FinishSelect(service_, status, output, input_, start_us_, request_id_, *response_));
+    Finish(FinishSelect(select_, status, output, input_, start_us_, request_id_, *response_));
   }
 
   void OnDone() override { delete this; }
@@ -180,32 +170,31 @@ class StreamSelect final : public grpc::ServerReadReactor<v1::SelectChunk>, publ
  private:
   void Submit() {
     start_us_ = SteadyNowUs();
-    service_.metrics().OnRequest(static_cast<int64_t>(scores_.size()));
+    select_.metrics->OnRequest(static_cast<int64_t>(scores_.size()));
     if (context_->IsCancelled()) {
       FailNow(absl::CancelledError("the client cancelled the stream"));
       return;
     }
     absl::StatusOr<int32_t> longest =
-        ValidateSelect(k_, lengths_, scores_.size(), service_.engine().limits());
+        ValidateSelect(k_, static_cast<int64_t>(lengths_.size()), lengths_, scores_.size(),
+                       select_.engine->limits());
     if (!longest.ok()) {
       FailNow(longest.status());
       return;
     }
+    rows_.emplace(scores_);
     input_ = SelectInput{.k = k_,
                          .options = ToOptions(options_),
                          .return_values = options_.return_values(),
                          .lengths = lengths_,
-                         .scores = scores_,
+                         .rows = &*rows_,
                          .max_length = *longest};
-    service_.engine().Submit(this);  // `this` may be gone once Submit returns
+    select_.engine->Submit(this);  // `this` may be gone once Submit returns
   }
 
-  void FailNow(const absl::Status& status) {
-    service_.NoteFailure(status);
-    Finish(ToGrpcStatus(status));
-  }
+  void FailNow(const absl::Status& status) { Finish(Fail(select_, status)); }
 
-  TopKService& service_;
+  const SelectContext& select_;
   grpc::CallbackServerContext* context_;
   v1::SelectResponse* response_;
   v1::SelectChunk chunk_;
@@ -214,7 +203,8 @@ class StreamSelect final : public grpc::ServerReadReactor<v1::SelectChunk>, publ
   v1::SelectOptions options_;
   std::string request_id_;
   std::vector<int32_t> lengths_;
-  std::string scores_;
+  std::string scores_;  // the chunks' scores, back to back
+  std::optional<ContiguousRows> rows_;
   SelectInput input_;
   int64_t start_us_ = 0;
 };
@@ -247,21 +237,21 @@ int64_t EncodeResponse(const SelectOutput& output, int32_t k, int64_t rows, int6
   return static_cast<int64_t>(index_bytes + value_bytes);
 }
 
-grpc::ServerUnaryReactor* StartUnarySelect(TopKService& service,
+grpc::ServerUnaryReactor* StartUnarySelect(const SelectContext& select,
                                            grpc::CallbackServerContext* context,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response) {
   // gRPC's callback API owns reactors by convention: each deletes itself in
   // OnDone, the one point after which gRPC never touches it again.
-  auto* reactor = new UnarySelect(service, context, request, response);
+  auto* reactor = new UnarySelect(select, context, request, response);
   reactor->Start();
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::SelectChunk>* StartStreamSelect(TopKService& service,
+grpc::ServerReadReactor<v1::SelectChunk>* StartStreamSelect(const SelectContext& select,
                                                             grpc::CallbackServerContext* context,
                                                             v1::SelectResponse* response) {
-  auto* reactor = new StreamSelect(service, context, response);
+  auto* reactor = new StreamSelect(select, context, response);
   reactor->Start();
   return reactor;
 }

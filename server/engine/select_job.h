@@ -3,38 +3,24 @@
 // and benchmarked without a transport.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "server/backends/row_source.h"
 #include "topk/contract.h"
 
 namespace topk::server {
 
-// Score bytes that are not contiguous host memory yet (a gRPC receive
-// buffer). The worker copies them once, straight into its staging (pinned
-// memory on the GPU), so no decode copy precedes that one.
-class ScoreSource {
- public:
-  virtual ~ScoreSource() = default;
-  virtual size_t size() const = 0;
-  // Copies all size() bytes to `dest`. Safe to call from any thread.
-  virtual void CopyTo(char* dest) const = 0;
-};
-
-// A validated request: the service checked every length, the byte count and
-// K against the limits before the job reached the engine. The scores are
-// either contiguous (`scores`) or in `source` (then `scores` is empty).
+// A validated request: the transport checked every length, the byte count
+// and K against the limits before the job reached the engine.
 struct SelectInput {
   int32_t k = 0;
   SelectOptions options;
   bool return_values = false;
   absl::Span<const int32_t> lengths;  // M entries, 0 <= L_r <= max_width
-  absl::string_view scores;           // 4 * sum(lengths) bytes, packed LE FP32
-  const ScoreSource* source = nullptr;
-  int32_t max_length = 0;  // max_r L_r (picks the plan bucket)
+  const RowSource* rows = nullptr;    // 4 * sum(lengths) bytes, packed LE FP32
+  int32_t max_length = 0;             // max_r L_r (picks the plan bucket)
 };
 
 struct SelectTimings {

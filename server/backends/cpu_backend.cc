@@ -1,10 +1,11 @@
-#include "server/engine/cpu_backend.h"
+#include "server/backends/cpu_backend.h"
 
 #include <algorithm>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/backends/plan_buckets.h"
 #include "topk/cpu_selector.h"
 
 namespace topk::server {
@@ -12,10 +13,14 @@ namespace {
 
 class CpuWorker final : public WorkerBackend {
  public:
-  explicit CpuWorker(int threads) : selector_(CpuSelectorConfig{.threads = threads}) {}
+  CpuWorker(int threads, const RequestLimits& limits)
+      : selector_(CpuSelectorConfig{.threads = threads}),
+        // Virtual until touched: a worker that only sees small requests never
+        // makes the whole max_batch_bytes resident.
+        staging_(std::make_unique_for_overwrite<std::byte[]>(limits.max_batch_bytes)) {}
 
   // The workspace depends on the selector's thread count: probe this one.
-  absl::Status Allocate(const EngineLimits& limits) {
+  absl::Status Allocate(const RequestLimits& limits) {
     absl::StatusOr<size_t> bytes = MaxWorkspaceBytes(selector_, limits);
     if (!bytes.ok()) return bytes.status();
     workspace_.resize(*bytes);
@@ -27,14 +32,14 @@ class CpuWorker final : public WorkerBackend {
     return selector_.MakePlan(shape, options);
   }
 
-  absl::Status Select(const Plan& plan, const HostRows& rows, int32_t* indices,
-                      RowStatus* row_status) override {
+  absl::Status Select(const Plan& plan, const SelectRows& rows,
+                      const SelectResults& results) override {
     if (plan.workspace_bytes > workspace_.size()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "plan needs ", plan.workspace_bytes, " workspace bytes, worker has ", workspace_.size()));
     }
-    // The request's bytes are read where they are: no staging copy on the CPU.
-    const RowBatch batch{.scores = rows.scores,
+    const float* scores = StageOnHost(*rows.source, Staging::kInPlaceWhenPossible, staging_.get());
+    const RowBatch batch{.scores = scores,
                          .layout = Layout::kPacked,
                          .row_offsets = rows.row_offsets,
                          .lengths = rows.lengths,
@@ -42,18 +47,25 @@ class CpuWorker final : public WorkerBackend {
                          .width = plan.shape.max_width};
     const RunContext context{.workspace = workspace_.empty() ? nullptr : workspace_.data(),
                              .workspace_bytes = workspace_.size()};
-    return selector_.Run(plan, batch, OutputView{.indices = indices, .row_status = row_status},
-                         context);
+    absl::Status status = selector_.Run(
+        plan, batch, OutputView{.indices = results.indices, .row_status = results.row_status},
+        context);
+    if (status.ok() && results.values != nullptr) {
+      GatherValues(scores, rows, plan.shape.k, results);
+    }
+    return status;
   }
 
  private:
   CpuSelector selector_;
   std::vector<std::byte> workspace_;
+  // The one copy of rows whose source cannot be read in place.
+  std::unique_ptr<std::byte[]> staging_;
 };
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(int threads_per_worker) : threads_(threads_per_worker) {}
+  explicit CpuDevice(int threads_per_worker) : threads_(threads_per_worker) {}
 
   std::string backend_name() const override { return "cpu"; }
 
@@ -64,8 +76,9 @@ class CpuDevice final : public Device {
     return description;
   }
 
-  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(const EngineLimits& limits) override {
-    auto worker = std::make_unique<CpuWorker>(threads_);
+  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
+      const RequestLimits& limits) override {
+    auto worker = std::make_unique<CpuWorker>(threads_, limits);
     if (absl::Status s = worker->Allocate(limits); !s.ok()) return s;
     return worker;
   }

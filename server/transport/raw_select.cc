@@ -1,4 +1,4 @@
-#include "server/raw_select.h"
+#include "server/transport/raw_select.h"
 
 #include <algorithm>
 #include <cstring>
@@ -145,10 +145,12 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
   return absl::OkStatus();
 }
 
-void ByteBufferScores::CopyTo(char* dest) const {
+void ByteBufferRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
   grpc::ProtoBufferReader reader(Mutable(buffer_));
-  if (offset_ > 0) reader.Skip(static_cast<int>(offset_));
-  int64_t left = size_;
+  // Skip takes an int; the message itself is bounded by gRPC's int sizes.
+  const int64_t start = offset_ + static_cast<int64_t>(offset);
+  if (start > 0) reader.Skip(static_cast<int>(start));
+  int64_t left = static_cast<int64_t>(bytes);
   const void* data = nullptr;
   int size = 0;
   while (left > 0 && reader.Next(&data, &size)) {

@@ -1,4 +1,8 @@
-#include "server/metrics.h"
+#include "server/transport/metrics.h"
+
+#include <limits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_replace.h"
@@ -27,12 +31,36 @@ void FillHistogram(const prometheus::Histogram& h, v1::Histogram& out) {
 
 }  // namespace
 
+// Refreshes the engine's gauges, then collects the registry.
+class Metrics::EngineSampler final : public prometheus::Collectable {
+ public:
+  EngineSampler(const Engine& engine, std::shared_ptr<prometheus::Registry> registry,
+                prometheus::Gauge* queue_depth, prometheus::Gauge* in_flight)
+      : engine_(engine),
+        registry_(std::move(registry)),
+        queue_depth_(queue_depth),
+        in_flight_(in_flight) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    queue_depth_->Set(static_cast<double>(engine_.queue_depth()));
+    in_flight_->Set(static_cast<double>(engine_.in_flight()));
+    return registry_->Collect();
+  }
+
+ private:
+  const Engine& engine_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* in_flight_;
+};
+
 std::string StatusCodeName(absl::StatusCode code) {
   // absl's names are "INVALID_ARGUMENT"-style already, except OK/Cancelled.
   return absl::AsciiStrToUpper(absl::StrReplaceAll(absl::StatusCodeToString(code), {{" ", "_"}}));
 }
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()), start_(absl::Now()) {
+Metrics::Metrics(const Engine& engine)
+    : engine_(engine), registry_(std::make_shared<prometheus::Registry>()), start_(absl::Now()) {
   auto& requests = prometheus::BuildCounter()
                        .Name("topk_requests_total")
                        .Help("Select and SelectStream calls received")
@@ -73,6 +101,7 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()), start_
                     .Help("Requests being served by workers")
                     .Register(*registry_)
                     .Add({});
+  collectable_ = std::make_shared<EngineSampler>(engine_, registry_, queue_depth_, in_flight_);
 }
 
 void Metrics::OnRequest(int64_t bytes_in) {
@@ -94,10 +123,6 @@ void Metrics::OnError(absl::StatusCode code) {
   if (c > 0 && c < kCodes) errors_[c]->Increment();
 }
 
-void Metrics::AddQueueDepth(int64_t delta) { queue_depth_->Increment(static_cast<double>(delta)); }
-
-void Metrics::AddInFlight(int64_t delta) { in_flight_->Increment(static_cast<double>(delta)); }
-
 void Metrics::FillStats(v1::Stats& stats) const {
   stats.set_requests(static_cast<uint64_t>(requests_->Value()));
   stats.set_rows(static_cast<uint64_t>(rows_->Value()));
@@ -110,13 +135,13 @@ void Metrics::FillStats(v1::Stats& stats) const {
   FillHistogram(*queue_latency_, *stats.mutable_queue_latency());
   FillHistogram(*device_latency_, *stats.mutable_device_latency());
   FillHistogram(*total_latency_, *stats.mutable_total_latency());
-  stats.set_queue_depth(static_cast<int64_t>(queue_depth_->Value()));
-  stats.set_in_flight(static_cast<int64_t>(in_flight_->Value()));
+  stats.set_queue_depth(engine_.queue_depth());
+  stats.set_in_flight(engine_.in_flight());
   stats.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_));
 }
 
 std::string Metrics::PrometheusText() const {
-  return prometheus::TextSerializer().Serialize(registry_->Collect());
+  return prometheus::TextSerializer().Serialize(collectable_->Collect());
 }
 
 }  // namespace topk::server

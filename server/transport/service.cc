@@ -1,32 +1,30 @@
-#include "server/service.h"
+#include "server/transport/service.h"
 
 #include <utility>
-
-#include "server/select_reactors.h"
-#include "spdlog/spdlog.h"
 
 namespace topk::server {
 
 TopKService::TopKService(Engine* engine, Metrics* metrics, ServiceConfig config)
-    : engine_(engine), metrics_(metrics), config_(std::move(config)) {}
+    : engine_(engine),
+      metrics_(metrics),
+      config_(std::move(config)),
+      select_{.engine = engine, .metrics = metrics, .on_no_usable_device = [this] {
+                ReportNoUsableDevice();
+              }} {}
 
-void TopKService::NoteFailure(const absl::Status& status) {
-  metrics_->OnError(status.code());
-  if (absl::IsUnavailable(status) && !engine_->usable() && !device_lost_reported_.exchange(true) &&
-      config_.on_device_lost) {
-    config_.on_device_lost();
-  }
+void TopKService::ReportNoUsableDevice() {
+  if (!device_lost_reported_.exchange(true) && config_.on_device_lost) config_.on_device_lost();
 }
 
 grpc::ServerUnaryReactor* TopKService::Select(grpc::CallbackServerContext* context,
                                               const grpc::ByteBuffer* request,
                                               grpc::ByteBuffer* response) {
-  return StartUnarySelect(*this, context, request, response);
+  return StartUnarySelect(select_, context, request, response);
 }
 
 grpc::ServerReadReactor<v1::SelectChunk>* TopKService::SelectStream(
     grpc::CallbackServerContext* context, v1::SelectResponse* response) {
-  return StartStreamSelect(*this, context, response);
+  return StartStreamSelect(select_, context, response);
 }
 
 grpc::ServerUnaryReactor* TopKService::GetServerInfo(grpc::CallbackServerContext* context,
@@ -44,7 +42,7 @@ grpc::ServerUnaryReactor* TopKService::GetServerInfo(grpc::CallbackServerContext
     info->set_workers(device.workers);
     info->set_usable(device.usable);
   }
-  const EngineLimits& limits = engine_->limits();
+  const RequestLimits& limits = engine_->limits();
   v1::Limits* out = response->mutable_limits();
   out->set_max_k(limits.max_k);
   out->set_max_rows(limits.max_rows);

@@ -1,9 +1,11 @@
-// The CPU backend: topk::CpuSelector reading the request's bytes in place.
+// The CPU backend: topk::CpuSelector reading the request's floats in place
+// when their source holds them contiguous, else from one copy in the worker's
+// staging.
 #pragma once
 
 #include <memory>
 
-#include "server/engine/backend.h"
+#include "server/backends/backend.h"
 
 namespace topk::server {
 

@@ -1,6 +1,8 @@
 // Server metrics on prometheus-cpp: one registry that the metrics port
 // (prometheus::Exposer) scrapes and GetStats reads. Every series is created
-// at start, so recording never allocates.
+// at start, so recording never allocates. The transport records each request
+// event here, once; the queue-depth and in-flight gauges are read from the
+// engine when collected, so the engine keeps no metrics of its own.
 #pragma once
 
 #include <array>
@@ -10,29 +12,31 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "server/engine/engine.h"
 #include "topk/v1/topk.pb.h"
 
 namespace topk::server {
 
 class Metrics {
  public:
-  Metrics();
+  // `engine` must outlive the metrics.
+  explicit Metrics(const Engine& engine);
 
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
 
-  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // What the metrics port scrapes: the registry, with the gauges refreshed.
+  std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
 
   void OnRequest(int64_t bytes_in);
   void OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
                  int64_t total_us);
   void OnError(absl::StatusCode code);
-  void AddQueueDepth(int64_t delta);
-  void AddInFlight(int64_t delta);
 
   void FillStats(v1::Stats& stats) const;
   std::string PrometheusText() const;
@@ -40,7 +44,11 @@ class Metrics {
  private:
   static constexpr int kCodes = 17;  // absl::StatusCode 0..16
 
+  class EngineSampler;
+
+  const Engine& engine_;
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> collectable_;
   absl::Time start_;
   prometheus::Counter* requests_;
   prometheus::Counter* rows_;

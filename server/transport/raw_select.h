@@ -1,8 +1,8 @@
 // Select's request read straight from gRPC's receive buffer. Protobuf's
 // generated parser would first copy the (tens of MB of) score bytes into a
 // std::string; here the small fields are decoded with protobuf's own
-// CodedInputStream and the scores are only located, so the worker copies them
-// once, into its staging (pinned memory on the GPU).
+// CodedInputStream and the scores are only located: ByteBufferRows hands them
+// to the backend, which copies them once, into the memory it reads.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "server/engine/job.h"
+#include "server/backends/row_source.h"
 #include "topk/v1/topk.pb.h"
 
 namespace topk::server {
@@ -32,14 +32,15 @@ struct RawSelectRequest {
 // for bytes that are not one. Keeps at most max_rows + 1 lengths.
 absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows, RawSelectRequest& out);
 
-// The score bytes of a parsed request, copied out of the buffer on demand.
-// `buffer` must outlive it (gRPC keeps the request until the call finishes).
-class ByteBufferScores final : public ScoreSource {
+// The score bytes of a parsed request where gRPC received them (a chain of
+// slices), copied out on demand. `buffer` must outlive it (gRPC keeps the
+// request until the call finishes).
+class ByteBufferRows final : public RowSource {
  public:
-  ByteBufferScores(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size)
+  ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size)
       : buffer_(buffer), offset_(offset), size_(size) {}
-  size_t size() const override { return static_cast<size_t>(size_); }
-  void CopyTo(char* dest) const override;
+  size_t size_bytes() const override { return static_cast<size_t>(size_); }
+  void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
 
  private:
   const grpc::ByteBuffer* buffer_;
