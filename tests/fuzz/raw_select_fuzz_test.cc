@@ -17,7 +17,7 @@
 #include "absl/strings/escaping.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
-#include "server/raw_select.h"
+#include "server/transport/raw_select.h"
 #include "topk/v1/topk.pb.h"
 
 namespace topk::server {
@@ -114,7 +114,8 @@ void ExpectSameRequest(const RawSelectRequest& raw, const grpc::ByteBuffer& buff
   const std::string& scores = parsed.inline_rows().scores();
   ASSERT_EQ(raw.scores_size, static_cast<int64_t>(scores.size())) << hex;
   std::string copied(scores.size(), '\0');
-  ByteBufferScores(&buffer, raw.scores_offset, raw.scores_size).CopyTo(copied.data());
+  ByteBufferRows(&buffer, raw.scores_offset, raw.scores_size)
+      .CopyRange(0, scores.size(), reinterpret_cast<std::byte*>(copied.data()));
   ASSERT_EQ(copied, scores) << hex;
 }
 
