@@ -13,42 +13,66 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "server/process_tuning.h"
 #include "server/server.h"
 #include "spdlog/spdlog.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+namespace {
+
+// Every default is defined once, in the option structs; the flags take them.
+const topk::server::ServerOptions& Defaults() {
+  static const auto* const defaults = new topk::server::ServerOptions();
+  return *defaults;
+}
+
+}  // namespace
+
+ABSL_FLAG(std::string, listen, Defaults().listen,
           "host:port to serve gRPC on (port 0: pick a free one). Loopback by default.");
-ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9464",
+ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "host:port of the Prometheus /metrics endpoint; empty disables it");
-ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain; with --tls_key enables TLS");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key; with --tls_cert enables TLS");
-ABSL_FLAG(std::string, backend, "auto", "auto | cuda | cpu (auto: CUDA when a GPU is usable)");
-ABSL_FLAG(std::string, cuda_devices, "", "comma-separated CUDA ordinals to serve (default all)");
-ABSL_FLAG(bool, cuda_graphs, true, "replay one captured CUDA graph per plan bucket");
-ABSL_FLAG(int, workers, 0, "persistent workers per device (0: 2 on the CPU, 4 per GPU)");
-ABSL_FLAG(int, cpu_threads, 0, "selector threads per CPU worker (0: hardware threads / workers)");
-ABSL_FLAG(int, queue_depth, 64, "requests waiting per device before RESOURCE_EXHAUSTED");
-ABSL_FLAG(int, max_k, 2048, "largest K accepted");
-ABSL_FLAG(int64_t, max_rows, 1024, "most rows in one request");
-ABSL_FLAG(int64_t, max_width, int64_t{1} << 20, "largest row length L_r");
-ABSL_FLAG(int64_t, max_batch_bytes, int64_t{256} << 20,
+ABSL_FLAG(std::string, tls_cert, Defaults().tls_cert,
+          "PEM certificate chain; with --tls_key enables TLS");
+ABSL_FLAG(std::string, tls_key, Defaults().tls_key, "PEM private key; with --tls_cert enables TLS");
+ABSL_FLAG(std::string, backend, Defaults().backends.backend,
+          "auto | cuda | cpu (auto: CUDA when a GPU is usable)");
+ABSL_FLAG(std::string, cuda_devices, absl::StrJoin(Defaults().backends.cuda_devices, ","),
+          "comma-separated CUDA ordinals to serve (empty: every usable device)");
+ABSL_FLAG(bool, cuda_graphs, Defaults().backends.cuda_graphs,
+          "replay one captured CUDA graph per plan bucket");
+ABSL_FLAG(int, workers, Defaults().backends.workers,
+          "persistent workers per device (0: 2 on the CPU, 4 per GPU)");
+ABSL_FLAG(int, cpu_threads, Defaults().backends.cpu_threads,
+          "selector threads per CPU worker (0: hardware threads / workers)");
+ABSL_FLAG(int, queue_depth, Defaults().engine.queue_depth,
+          "requests waiting per device before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_k, Defaults().engine.limits.max_k, "largest K accepted");
+ABSL_FLAG(int64_t, max_rows, Defaults().engine.limits.max_rows, "most rows in one request");
+ABSL_FLAG(int64_t, max_width, Defaults().engine.limits.max_width, "largest row length L_r");
+ABSL_FLAG(int64_t, max_batch_bytes, Defaults().engine.limits.max_batch_bytes,
           "largest score payload of one request (4 * sum(lengths)); sizes staging buffers");
-ABSL_FLAG(int64_t, max_recv_message_bytes, int64_t{64} << 20,
+ABSL_FLAG(int64_t, max_recv_message_bytes, Defaults().max_recv_message_bytes,
           "largest gRPC message received (use SelectStream beyond it)");
-ABSL_FLAG(int64_t, max_send_message_bytes, int64_t{64} << 20, "largest gRPC message sent");
-ABSL_FLAG(int64_t, keepalive_time_ms, 0, "server keepalive ping interval (0: gRPC default)");
-ABSL_FLAG(int64_t, keepalive_timeout_ms, 0, "keepalive ping ack timeout (0: gRPC default)");
-ABSL_FLAG(int64_t, max_connection_idle_ms, 0, "close idle connections after this (0: never)");
-ABSL_FLAG(int64_t, max_connection_age_ms, 0,
+ABSL_FLAG(int64_t, max_send_message_bytes, Defaults().max_send_message_bytes,
+          "largest gRPC message sent");
+ABSL_FLAG(int64_t, keepalive_time_ms, Defaults().keepalive_time_ms,
+          "server keepalive ping interval (0: gRPC default)");
+ABSL_FLAG(int64_t, keepalive_timeout_ms, Defaults().keepalive_timeout_ms,
+          "keepalive ping ack timeout (0: gRPC default)");
+ABSL_FLAG(int64_t, max_connection_idle_ms, Defaults().max_connection_idle_ms,
+          "close idle connections after this (0: never)");
+ABSL_FLAG(int64_t, max_connection_age_ms, Defaults().max_connection_age_ms,
           "close connections after this age so clients rebalance across replicas (0: never)");
-ABSL_FLAG(int64_t, max_connection_age_grace_ms, 0, "grace for calls on an aged connection");
+ABSL_FLAG(int64_t, max_connection_age_grace_ms, Defaults().max_connection_age_grace_ms,
+          "grace for calls on an aged connection");
 ABSL_FLAG(absl::Duration, drain_deadline, absl::Seconds(10),
           "on SIGTERM/SIGINT: time in-flight requests get before they are cancelled");
-ABSL_FLAG(bool, enable_echo, false, "serve the Echo RPC (transport benchmark)");
-ABSL_FLAG(bool, enable_reflection, true, "serve gRPC server reflection");
+ABSL_FLAG(bool, enable_echo, Defaults().enable_echo, "serve the Echo RPC (transport benchmark)");
+ABSL_FLAG(bool, enable_reflection, Defaults().enable_reflection, "serve gRPC server reflection");
 ABSL_FLAG(bool, keep_heap, true,
           "keep freed large buffers resident (no per-request page faults; RSS stays at peak)");
 ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
@@ -124,11 +148,11 @@ int main(int argc, char** argv) {
   options.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
   options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
   options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
-  options.engine.backend = absl::GetFlag(FLAGS_backend);
-  options.engine.cuda_devices = *ordinals;
-  options.engine.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
-  options.engine.workers = absl::GetFlag(FLAGS_workers);
-  options.engine.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.backends.backend = absl::GetFlag(FLAGS_backend);
+  options.backends.cuda_devices = *ordinals;
+  options.backends.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
+  options.backends.workers = absl::GetFlag(FLAGS_workers);
+  options.backends.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.engine.limits = {.max_k = absl::GetFlag(FLAGS_max_k),
                            .max_rows = absl::GetFlag(FLAGS_max_rows),

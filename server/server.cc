@@ -6,13 +6,14 @@
 #include <limits>
 #include <sstream>
 
+#include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
-#include "server/service.h"
+#include "server/transport/service.h"
 #include "spdlog/spdlog.h"
 
 #ifndef TOPK_VERSION
@@ -54,13 +55,15 @@ void SetIntArg(grpc::ServerBuilder& builder, const char* name, int64_t value) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   auto server = absl::WrapUnique(new Server());
-  server->metrics_ = std::make_unique<Metrics>();
+  absl::StatusOr<Backends> backends = CreateBackends(options.backends);
+  if (!backends.ok()) return backends.status();
   absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options.engine, server->metrics_.get());
+      Engine::Create(options.engine, *std::move(backends));
   if (!engine.ok()) return engine.status();
   server->engine_ = *std::move(engine);
+  server->metrics_ = std::make_unique<Metrics>(*server->engine_);
   const Engine& eng = *server->engine_;
-  if (eng.backend_name() == "cpu" && options.engine.backend != "cpu") {
+  if (eng.backend_name() == "cpu" && options.backends.backend != "cpu") {
     spdlog::warn("*** NO GPU: serving on the CPU backend *** ({})", eng.backend_reason());
   } else {
     spdlog::info("backend {}: {}", eng.backend_name(), eng.backend_reason());
@@ -106,7 +109,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!options.metrics_listen.empty()) {
     try {
       server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen, 1);
-      server->exposer_->RegisterCollectable(server->metrics_->registry());
+      server->exposer_->RegisterCollectable(server->metrics_->collectable());
       const std::vector<int> ports = server->exposer_->GetListeningPorts();
       server->metrics_port_ = ports.empty() ? 0 : ports.front();
     } catch (const std::exception& e) {

@@ -1,6 +1,8 @@
-// The topk-server process minus its flags: engine, service, health,
-// reflection, metrics port, and graceful shutdown. Tests and benchmarks run
-// it in-process.
+// The topk-server process minus its flags, and the composition root of the
+// request path: it creates the backends (server/backends/backend_factory.h),
+// hands them to the engine, and puts the transport (service, metrics port,
+// health, reflection) on top; it also owns graceful shutdown. Tests and
+// benchmarks run it in-process.
 #pragma once
 
 #include <memory>
@@ -8,8 +10,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/backends/backend_factory.h"
 #include "server/engine/engine.h"
-#include "server/metrics.h"
+#include "server/transport/metrics.h"
 
 namespace grpc {
 class Server;
@@ -22,11 +25,13 @@ namespace topk::server {
 
 class TopKService;
 
+// The defaults are the product's: topk-server's flags take theirs from here
+// (and from BackendOptions, EngineOptions and RequestLimits).
 struct ServerOptions {
   // host:port; port 0 picks a free port (see Server::port()).
   std::string listen = "127.0.0.1:50051";
   // host:port of the Prometheus text endpoint (/metrics); empty: off.
-  std::string metrics_listen;
+  std::string metrics_listen = "127.0.0.1:9464";
   // PEM files; both set: TLS, neither: plaintext.
   std::string tls_cert;
   std::string tls_key;
@@ -40,6 +45,7 @@ struct ServerOptions {
   int64_t max_connection_age_grace_ms = 0;
   bool enable_echo = false;
   bool enable_reflection = true;
+  BackendOptions backends;
   EngineOptions engine;
 };
 
@@ -76,8 +82,8 @@ class Server {
   int port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;
-  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<TopKService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<prometheus::Exposer> exposer_;

@@ -19,7 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
 #include "packed_rows.h"
-#include "server/engine/plan_cache.h"
+#include "server/backends/plan_buckets.h"
 #include "server/process_tuning.h"
 #include "server/server.h"
 #include "topk/cpu_selector.h"
@@ -125,10 +125,11 @@ int main(int argc, char** argv) {
 
   topk::server::ServerOptions options;
   options.listen = "127.0.0.1:0";
+  options.metrics_listen = "";
   options.enable_echo = true;
-  options.engine.backend = "cpu";
-  options.engine.workers = 1;
-  options.engine.cpu_threads = threads;
+  options.backends.backend = "cpu";
+  options.backends.workers = 1;
+  options.backends.cpu_threads = threads;
   options.engine.limits = {.max_k = k,
                            .max_rows = shape.max_rows,
                            .max_width = shape.max_width,

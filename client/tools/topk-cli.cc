@@ -12,8 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "packed_rows.h"
+#include "topk/client/client.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "server host:port");
+ABSL_FLAG(std::string, target, topk::client::ClientOptions{}.target, "server host:port");
 ABSL_FLAG(bool, tls, false, "use TLS (system roots unless --tls_roots)");
 ABSL_FLAG(std::string, tls_roots, "", "PEM file of root certificates");
 ABSL_FLAG(int, k, 2048, "K");
@@ -29,7 +30,8 @@ ABSL_FLAG(bool, sorted, false, "ask for sorted rows");
 ABSL_FLAG(bool, deterministic, false, "ask for deterministic ties");
 ABSL_FLAG(bool, return_values, false, "ask for the values too");
 ABSL_FLAG(bool, stream, false, "send with SelectStream (chunks)");
-ABSL_FLAG(int64_t, chunk_bytes, int64_t{4} << 20, "SelectStream chunk size");
+ABSL_FLAG(int64_t, chunk_bytes, static_cast<int64_t>(topk::client::kDefaultChunkBytes),
+          "SelectStream chunk size");
 ABSL_FLAG(bool, verify, true, "check every answer with the exactness verifier");
 ABSL_FLAG(int, repeat, 1, "replay: how many times to send the rows");
 ABSL_FLAG(int, print_rows, 1, "print the first indices of this many rows");

@@ -17,8 +17,9 @@
 #include "load_report.h"
 #include "load_runner.h"
 #include "packed_rows.h"
+#include "topk/client/client.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "server host:port");
+ABSL_FLAG(std::string, target, topk::client::ClientOptions{}.target, "server host:port");
 ABSL_FLAG(int, k, 2048, "K");
 ABSL_FLAG(int64_t, rows, 64, "rows per request (M)");
 ABSL_FLAG(int64_t, width, 131072, "largest row length (N)");
@@ -29,7 +30,8 @@ ABSL_FLAG(uint64_t, seed, 1, "generator seed");
 ABSL_FLAG(bool, sorted, false, "ask for sorted rows");
 ABSL_FLAG(bool, deterministic, false, "ask for deterministic ties");
 ABSL_FLAG(bool, stream, false, "send with SelectStream");
-ABSL_FLAG(int64_t, chunk_bytes, int64_t{4} << 20, "SelectStream chunk size");
+ABSL_FLAG(int64_t, chunk_bytes, static_cast<int64_t>(topk::client::kDefaultChunkBytes),
+          "SelectStream chunk size");
 ABSL_FLAG(std::string, concurrency, "1,2,4,8", "closed-loop sweep (ignored with --request_rate)");
 ABSL_FLAG(std::string, request_rate, "", "open-loop sweep in requests/s, e.g. 20,40,80");
 ABSL_FLAG(int, max_outstanding, 256, "open loop: most requests in flight before dropping");

@@ -1,16 +1,10 @@
 #include "server/engine/engine.h"
 
-#include <algorithm>
 #include <utility>
 
-#include "absl/memory/memory.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "server/engine/cpu_backend.h"
-#include "server/engine/cuda_backend.h"
+#include "server/engine/clock.h"
 #include "server/engine/worker.h"
-#include "server/metrics.h"
-#include "spdlog/spdlog.h"
 
 namespace topk::server {
 
@@ -21,100 +15,35 @@ struct Engine::Slot {
   std::vector<std::unique_ptr<Worker>> workers;
 };
 
-namespace {
-
-struct ChosenDevices {
-  std::vector<std::unique_ptr<Device>> devices;
-  std::string reason;
-};
-
-absl::StatusOr<ChosenDevices> ChooseDevices(const EngineOptions& options) {
-  ChosenDevices chosen;
-  if (options.device_factory) {
-    chosen.devices.push_back(options.device_factory());
-    chosen.reason = "injected device";
-    return chosen;
-  }
-  if (options.backend != "auto" && options.backend != "cuda" && options.backend != "cpu") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--backend=", options.backend, ": expected auto, cuda or cpu"));
-  }
-  if (options.backend != "cpu") {
-    absl::StatusOr<std::vector<int>> usable = UsableCudaDevices();
-    std::vector<int> ordinals;
-    if (usable.ok()) {
-      if (options.cuda_devices.empty()) {
-        ordinals = *usable;
-      } else {
-        for (int d : options.cuda_devices) {
-          if (std::find(usable->begin(), usable->end(), d) == usable->end()) {
-            return absl::InvalidArgumentError(
-                absl::StrCat("--cuda_devices: device ", d, " is not usable"));
-          }
-          ordinals.push_back(d);
-        }
-      }
-    }
-    if (!ordinals.empty()) {
-      for (int d : ordinals) {
-        absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice(d, options.cuda_graphs);
-        if (!device.ok()) return device.status();
-        chosen.devices.push_back(*std::move(device));
-      }
-      chosen.reason = absl::StrCat("--backend=", options.backend, ": CUDA devices ",
-                                   absl::StrJoin(ordinals, ","));
-      return chosen;
-    }
-    const std::string why = usable.ok() ? "no CUDA device" : std::string(usable.status().message());
-    if (options.backend == "cuda") {
-      return absl::FailedPreconditionError(absl::StrCat("--backend=cuda: ", why));
-    }
-    chosen.reason =
-        absl::StrCat("--backend=auto: no usable CUDA device (", why, "); serving on the CPU");
-  } else {
-    chosen.reason = "--backend=cpu";
-  }
-  const int workers = options.workers > 0 ? options.workers : 2;
-  chosen.devices.push_back(MakeCpuDevice(options.cpu_threads, workers));
-  return chosen;
-}
-
-}  // namespace
-
-Engine::Engine(EngineOptions options, Metrics* metrics)
-    : options_(std::move(options)), metrics_(metrics) {}
+Engine::Engine(const EngineOptions& options) : options_(options) {}
 
 Engine::~Engine() { Stop(); }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options,
-                                                       Metrics* metrics) {
-  const EngineLimits& limits = options.limits;
+                                                       Backends backends) {
+  const RequestLimits& limits = options.limits;
   if (limits.max_k < 1 || limits.max_rows < 1 || limits.max_width < 1 ||
       limits.max_batch_bytes < 4 || options.queue_depth < 1) {
     return absl::InvalidArgumentError(
         "--max_k, --max_rows, --max_width, --max_batch_bytes and --queue_depth must be positive");
   }
-  absl::StatusOr<ChosenDevices> chosen = ChooseDevices(options);
-  if (!chosen.ok()) return chosen.status();
-
-  auto engine = absl::WrapUnique(new Engine(options, metrics));
-  engine->backend_name_ = chosen->devices.front()->backend_name();
-  engine->backend_reason_ = chosen->reason;
-  const int workers =
-      options.workers > 0 ? options.workers : (engine->backend_name_ == "cpu" ? 2 : 4);
-  for (std::unique_ptr<Device>& device : chosen->devices) {
+  if (backends.devices.empty() || backends.workers_per_device < 1) {
+    return absl::InvalidArgumentError("the engine needs at least one device and one worker");
+  }
+  auto engine = std::unique_ptr<Engine>(new Engine(options));
+  engine->backend_name_ = std::move(backends.name);
+  engine->backend_reason_ = std::move(backends.reason);
+  for (std::unique_ptr<Device>& device : backends.devices) {
     auto slot = std::make_unique<Slot>(options.queue_depth);
     slot->description = device->description();
-    for (int w = 0; w < workers; ++w) {
+    for (int w = 0; w < backends.workers_per_device; ++w) {
       absl::StatusOr<std::unique_ptr<WorkerBackend>> backend = device->CreateWorker(limits);
       if (!backend.ok()) {
         return absl::Status(
             backend.status().code(),
             absl::StrCat(slot->description.name, " worker ", w, ": ", backend.status().message()));
       }
-      engine->stages_scores_ = (*backend)->stages_scores();
-      slot->workers.push_back(
-          std::make_unique<Worker>(*std::move(backend), limits, &slot->state, metrics));
+      slot->workers.push_back(std::make_unique<Worker>(*std::move(backend), limits, &slot->state));
     }
     engine->slots_.push_back(std::move(slot));
   }
@@ -139,9 +68,7 @@ void Engine::Submit(SelectJob* job) {
     job->Complete(absl::UnavailableError("no usable device: the server hit a device error"), {});
     return;
   }
-  if (metrics_ != nullptr) metrics_->AddQueueDepth(1);
   if (!best->state.queue.TryPush(QueuedJob{job, SteadyNowUs()})) {
-    if (metrics_ != nullptr) metrics_->AddQueueDepth(-1);
     if (best->state.queue.closed()) {
       job->Complete(absl::UnavailableError("the server is shutting down"), {});
       return;

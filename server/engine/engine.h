@@ -1,33 +1,24 @@
 // The engine: per device a bounded request queue and a pool of persistent
-// workers. Everything is allocated by Create; Submit never allocates.
+// workers, over devices the composition root chose (server/backends/
+// backend_factory.h). Everything is allocated by Create; Submit never
+// allocates.
 #pragma once
 
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine/backend.h"
-#include "server/engine/job.h"
+#include "server/backends/backend.h"
+#include "server/backends/backend_factory.h"
+#include "server/engine/select_job.h"
 
 namespace topk::server {
 
-class Metrics;
-class Worker;
-struct DeviceState;
-
 struct EngineOptions {
-  std::string backend = "auto";   // auto | cuda | cpu
-  int workers = 0;                // per device; 0: 2 on the CPU, 4 per GPU
-  int cpu_threads = 0;            // per CPU worker; 0: hardware threads / workers
-  std::vector<int> cuda_devices;  // ordinals; empty: every visible device
-  bool cuda_graphs = true;        // replay captured graphs per plan bucket
-  int queue_depth = 64;           // per device
-  EngineLimits limits;
-  // Tests inject a backend here (fault injection); when set it replaces the
-  // --backend choice and serves as the one device.
-  std::function<std::unique_ptr<Device>()> device_factory;
+  int queue_depth = 64;  // per device
+  RequestLimits limits;
 };
 
 struct EngineDevice {
@@ -38,11 +29,14 @@ struct EngineDevice {
 
 class Engine {
  public:
-  // Picks the backend (--backend=auto prefers CUDA when a device is usable)
-  // and starts every worker. `metrics` may be null and must outlive the engine.
+  // Starts `backends.workers_per_device` workers on every device of
+  // `backends`, each with its own WorkerBackend sized for options.limits.
   static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineOptions& options,
-                                                        Metrics* metrics);
+                                                        Backends backends);
   ~Engine();  // Stop()
+
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
 
   // Hands the job to the device with the shortest queue. Completes the job
   // at once with RESOURCE_EXHAUSTED when every queue is full, UNAVAILABLE
@@ -54,26 +48,22 @@ class Engine {
 
   // False after a sticky device error on every device.
   bool usable() const;
-  // True when the workers copy request scores into their own staging (GPU):
-  // the service then hands them the raw receive buffer instead of a copy.
-  bool stages_scores() const { return stages_scores_; }
   const std::string& backend_name() const { return backend_name_; }
   const std::string& backend_reason() const { return backend_reason_; }
-  const EngineLimits& limits() const { return options_.limits; }
   const EngineOptions& options() const { return options_; }
+  const RequestLimits& limits() const { return options_.limits; }
   std::vector<EngineDevice> devices() const;
+  // Jobs waiting in the queues, and jobs on workers, right now.
   int64_t queue_depth() const;
   int64_t in_flight() const;
 
  private:
   struct Slot;
-  explicit Engine(EngineOptions options, Metrics* metrics);
+  explicit Engine(const EngineOptions& options);
 
   EngineOptions options_;
-  Metrics* metrics_;
   std::string backend_name_;
   std::string backend_reason_;
-  bool stages_scores_ = false;
   std::vector<std::unique_ptr<Slot>> slots_;
 };
 

@@ -1,11 +1,7 @@
 #include "server/engine/worker.h"
 
-#include <chrono>
-#include <cstring>
-#include <limits>
-
 #include "absl/strings/str_cat.h"
-#include "server/metrics.h"
+#include "server/engine/clock.h"
 #include "spdlog/spdlog.h"
 
 namespace topk::server {
@@ -16,27 +12,16 @@ constexpr size_t kPlanCacheEntries = 256;
 
 }  // namespace
 
-int64_t SteadyNowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-Worker::Worker(std::unique_ptr<WorkerBackend> backend, const EngineLimits& limits,
-               DeviceState* device, Metrics* metrics)
+Worker::Worker(std::unique_ptr<WorkerBackend> backend, const RequestLimits& limits,
+               DeviceState* device)
     : backend_(std::move(backend)),
       limits_(limits),
       device_(device),
-      metrics_(metrics),
       plans_(kPlanCacheEntries),
       row_offsets_(limits.max_rows),
       indices_(limits.max_rows * limits.max_k),
       values_(limits.max_rows * limits.max_k),
-      row_status_(limits.max_rows),
-      // Virtual until touched: a worker that only sees small requests never
-      // makes the whole max_batch_bytes resident.
-      staging_(std::make_unique_for_overwrite<float[]>(
-          backend_->stages_scores() ? 1 : limits.max_batch_bytes / sizeof(float) + 1)) {}
+      row_status_(limits.max_rows) {}
 
 Worker::~Worker() { Join(); }
 
@@ -50,12 +35,9 @@ void Worker::Join() {
 
 void Worker::Loop() {
   while (std::optional<QueuedJob> job = device_->queue.Pop()) {
-    if (metrics_ != nullptr) metrics_->AddQueueDepth(-1);
     device_->in_flight.fetch_add(1, std::memory_order_relaxed);
-    if (metrics_ != nullptr) metrics_->AddInFlight(1);
     Serve(*job);
     device_->in_flight.fetch_sub(1, std::memory_order_relaxed);
-    if (metrics_ != nullptr) metrics_->AddInFlight(-1);
   }
 }
 
@@ -88,28 +70,17 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
     row_offsets_[r] = offset;
     offset += input.lengths[r];
   }
-  const float* scores = reinterpret_cast<const float*>(input.scores.data());
-  const ScoreSource* source = input.source;
-  if (source != nullptr && !backend_->stages_scores()) {
-    // The one copy of the payload (a raw gRPC buffer) lands in the worker's
-    // staging, which was reserved at start and is only touched as used.
-    source->CopyTo(reinterpret_cast<char*>(staging_.get()));
-    scores = staging_.get();
-    source = nullptr;
-  } else if (source == nullptr && reinterpret_cast<uintptr_t>(scores) % alignof(float) != 0) {
-    // The selectors need 4-byte aligned rows; gRPC's buffers always are.
-    std::memcpy(staging_.get(), input.scores.data(), input.scores.size());
-    scores = staging_.get();
-  }
-  const HostRows host_rows{.scores = scores,
-                           .source = source,
-                           .lengths = input.lengths.data(),
-                           .row_offsets = row_offsets_.data(),
-                           .num_rows = rows,
-                           .total_elements = offset};
+  const SelectRows select_rows{.source = input.rows,
+                               .lengths = input.lengths.data(),
+                               .row_offsets = row_offsets_.data(),
+                               .num_rows = rows,
+                               .total_elements = offset};
+  const SelectResults results{.indices = indices_.data(),
+                              .values = input.return_values ? values_.data() : nullptr,
+                              .row_status = row_status_.data()};
 
   const int64_t start_us = SteadyNowUs();
-  absl::Status status = backend_->Select(**plan, host_rows, indices_.data(), row_status_.data());
+  absl::Status status = backend_->Select(**plan, select_rows, results);
   output.timings.device_us = SteadyNowUs() - start_us;
   if (!status.ok()) {
     if (absl::IsUnavailable(status)) {
@@ -133,17 +104,7 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
     }
   }
   output.indices = absl::MakeConstSpan(indices_.data(), rows * k);
-  if (input.return_values) {
-    if (scores == nullptr) scores = backend_->staged_scores();
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = scores + row_offsets_[r];
-      const int32_t* idx = indices_.data() + r * k;
-      float* val = values_.data() + r * k;
-      for (int64_t j = 0; j < k; ++j) val[j] = idx[j] >= 0 ? row[idx[j]] : nan;
-    }
-    output.values = absl::MakeConstSpan(values_.data(), rows * k);
-  }
+  if (input.return_values) output.values = absl::MakeConstSpan(values_.data(), rows * k);
   return absl::OkStatus();
 }
 

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "server/engine/cpu_backend.h"
+#include "server/backends/cpu_backend.h"
 #include "test_server.h"
 
 namespace topk::server::test {
@@ -125,16 +125,16 @@ TEST_F(BadInput, BadRequestsDoNotDisturbGoodOnes) {
 
 // A CPU device whose selections go through `select` first: injects
 // failures and delays the way a broken or busy GPU would.
-using SelectHook =
-    std::function<absl::Status(WorkerBackend& inner, const Plan& plan, const HostRows& rows,
-                               int32_t* indices, RowStatus* row_status)>;
+using SelectHook = std::function<absl::Status(
+    WorkerBackend& inner, const Plan& plan, const SelectRows& rows, const SelectResults& results)>;
 
 class FakeDevice final : public Device {
  public:
   explicit FakeDevice(SelectHook hook) : hook_(std::move(hook)) {}
   std::string backend_name() const override { return "fake"; }
   DeviceDescription description() const override { return {.ordinal = 0, .name = "fake"}; }
-  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(const EngineLimits& limits) override {
+  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
+      const RequestLimits& limits) override {
     class Worker final : public WorkerBackend {
      public:
       Worker(std::unique_ptr<WorkerBackend> inner, SelectHook hook)
@@ -143,9 +143,9 @@ class FakeDevice final : public Device {
                                     const SelectOptions& options) const override {
         return inner_->MakePlan(shape, options);
       }
-      absl::Status Select(const Plan& plan, const HostRows& rows, int32_t* indices,
-                          RowStatus* row_status) override {
-        return hook_(*inner_, plan, rows, indices, row_status);
+      absl::Status Select(const Plan& plan, const SelectRows& rows,
+                          const SelectResults& results) override {
+        return hook_(*inner_, plan, rows, results);
       }
 
      private:
@@ -166,14 +166,13 @@ TEST(QueueLimit, FullQueueAnswersResourceExhausted) {
   // One worker that takes 300 ms per request and one queue slot: of many
   // requests sent at once, one runs, one waits, the rest must be refused.
   ServerOptions options = SmallOptions();
-  options.engine.workers = 1;
+  options.backends.workers = 1;
   options.engine.queue_depth = 1;
-  options.engine.device_factory = [] {
+  options.backends.device_factory = [] {
     return std::make_unique<FakeDevice>([](WorkerBackend& inner, const Plan& plan,
-                                           const HostRows& rows, int32_t* indices,
-                                           RowStatus* row_status) {
+                                           const SelectRows& rows, const SelectResults& results) {
       absl::SleepFor(absl::Milliseconds(300));
-      return inner.Select(plan, rows, indices, row_status);
+      return inner.Select(plan, rows, results);
     });
   };
   TestServer t = StartServer(options);
@@ -210,10 +209,10 @@ TEST(QueueLimit, FullQueueAnswersResourceExhausted) {
 
 TEST(DeviceError, IsStickyUnavailableAndFlipsHealth) {
   ServerOptions options = SmallOptions();
-  options.engine.workers = 1;
-  options.engine.device_factory = [] {
+  options.backends.workers = 1;
+  options.backends.device_factory = [] {
     return std::make_unique<FakeDevice>(
-        [](WorkerBackend&, const Plan&, const HostRows&, int32_t*, RowStatus*) {
+        [](WorkerBackend&, const Plan&, const SelectRows&, const SelectResults&) {
           return absl::UnavailableError("injected: cudaErrorIllegalAddress");
         });
   };

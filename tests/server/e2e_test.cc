@@ -67,17 +67,14 @@ TEST(ServerE2e, DeterministicAnswersAreBitIdentical) {
   EXPECT_TRUE(tools::Verify(rows, 200, {.deterministic = true}, *a).ok());
 }
 
-TEST(ServerE2e, ReturnValuesMatchTheScores) {
-  TestServer t = StartServer();
-  const tools::PackedRows rows = Rows(Distribution::kNormal, 6, 500, LengthPattern::kEdges, 3, 64);
-  absl::StatusOr<client::SelectResult> result =
-      t.client->Select(64, rows.view(), {.sorted = true, .return_values = true});
-  ASSERT_TRUE(result.ok()) << result.status();
-  ASSERT_EQ(result->values.size(), result->indices.size());
+// Every returned value is the score at its index, bit for bit; NaN at -1.
+void ExpectValuesMatchTheScores(const tools::PackedRows& rows, int32_t k,
+                                const client::SelectResult& result) {
+  ASSERT_EQ(result.values.size(), result.indices.size());
   for (size_t r = 0; r < rows.lengths.size(); ++r) {
-    for (int j = 0; j < 64; ++j) {
-      const int32_t i = result->indices[r * 64 + j];
-      const float v = result->values[r * 64 + j];
+    for (int j = 0; j < k; ++j) {
+      const int32_t i = result.indices[r * k + j];
+      const float v = result.values[r * k + j];
       if (i < 0) {
         EXPECT_TRUE(std::isnan(v));
       } else {
@@ -85,6 +82,27 @@ TEST(ServerE2e, ReturnValuesMatchTheScores) {
       }
     }
   }
+}
+
+TEST(ServerE2e, ReturnValuesMatchTheScores) {
+  TestServer t = StartServer();
+  const tools::PackedRows rows = Rows(Distribution::kNormal, 6, 500, LengthPattern::kEdges, 3, 64);
+  absl::StatusOr<client::SelectResult> result =
+      t.client->Select(64, rows.view(), {.sorted = true, .return_values = true});
+  ASSERT_TRUE(result.ok()) << result.status();
+  ExpectValuesMatchTheScores(rows, 64, *result);
+}
+
+// A stream's rows reach the backend from another source than a unary call's
+// (its accumulated chunks, read in place on the CPU): values come from there.
+TEST(ServerE2e, StreamingReturnValuesMatchTheScores) {
+  TestServer t = StartServer();
+  const tools::PackedRows rows = Rows(Distribution::kNormal, 7, 3000, LengthPattern::kEdges, 4, 48);
+  absl::StatusOr<client::SelectResult> result =
+      t.client->SelectStreaming(48, rows.view(), {.sorted = true, .return_values = true}, 1001);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(tools::Verify(rows, 48, {.sorted = true}, *result).ok());
+  ExpectValuesMatchTheScores(rows, 48, *result);
 }
 
 TEST(ServerE2e, StreamingCarriesARequestLargerThanOneMessage) {

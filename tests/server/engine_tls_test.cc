@@ -6,9 +6,9 @@
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "server/backends/plan_buckets.h"
 #include "server/engine/bounded_queue.h"
-#include "server/engine/plan_cache.h"
-#include "server/validate.h"
+#include "server/transport/validate.h"
 #include "test_server.h"
 
 namespace topk::server::test {
@@ -30,7 +30,7 @@ TEST(BoundedQueue, RefusesWhenFullAndDrainsAfterClose) {
 }
 
 TEST(PlanBuckets, RoundRowsAndWidthUpToPowersOfTwoWithinTheLimits) {
-  const EngineLimits limits{.max_k = 2048, .max_rows = 100, .max_width = 100000};
+  const RequestLimits limits{.max_k = 2048, .max_rows = 100, .max_width = 100000};
   const PlanKey key = BucketOf(7, 33, 70000, {.sorted = true}, limits);
   EXPECT_EQ(key.k, 7);
   EXPECT_EQ(key.max_rows, 64);
@@ -41,13 +41,13 @@ TEST(PlanBuckets, RoundRowsAndWidthUpToPowersOfTwoWithinTheLimits) {
 }
 
 TEST(Validate, AcceptsAWellFormedBatchAndReportsTheLongestRow) {
-  const EngineLimits limits{.max_k = 16, .max_rows = 4, .max_width = 100};
+  const RequestLimits limits{.max_k = 16, .max_rows = 4, .max_width = 100};
   const int32_t lengths[] = {3, 0, 100};
-  absl::StatusOr<int32_t> longest = ValidateSelect(16, lengths, 4 * 103, limits);
+  absl::StatusOr<int32_t> longest = ValidateSelect(16, 3, lengths, 4 * 103, limits);
   ASSERT_TRUE(longest.ok()) << longest.status();
   EXPECT_EQ(*longest, 100);
   const absl::Status too_big =
-      ValidateSelect(16, lengths, 4 * 103,
+      ValidateSelect(16, 3, lengths, 4 * 103,
                      {.max_k = 16, .max_rows = 4, .max_width = 100, .max_batch_bytes = 400})
           .status();
   EXPECT_TRUE(absl::StrContains(too_big.message(), "max_batch_bytes")) << too_big;

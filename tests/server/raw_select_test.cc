@@ -1,6 +1,6 @@
 // The raw Select decoder against protobuf's own encoder, over receive buffers
 // cut into slices of every awkward size, plus malformed input.
-#include "server/raw_select.h"
+#include "server/transport/raw_select.h"
 
 #include <cstring>
 #include <string>
@@ -43,7 +43,8 @@ TEST(RawSelect, MatchesProtobufAcrossSliceSizes) {
     EXPECT_EQ(raw.request_id, "req-7");
     ASSERT_EQ(raw.scores_size, static_cast<int64_t>(scores.size()));
     std::string copied(scores.size(), '\0');
-    ByteBufferScores(&buffer, raw.scores_offset, raw.scores_size).CopyTo(copied.data());
+    ByteBufferRows(&buffer, raw.scores_offset, raw.scores_size)
+        .CopyRange(0, scores.size(), reinterpret_cast<std::byte*>(copied.data()));
     EXPECT_EQ(copied, scores) << piece;
   }
 }

@@ -46,7 +46,7 @@ bool AllDone(Tally& tally, int calls) {
 
 TEST(ServerShutdown, ShortDeadlineAnswersOrCancelsEverything) {
   ServerOptions options = SmallOptions();
-  options.engine.workers = 1;
+  options.backends.workers = 1;
   TestServer t = StartServer(options);
   const tools::PackedRows rows =
       Rows(Distribution::kIndexer, 32, 1 << 15, testing::LengthPattern::kFull, 3, 256);

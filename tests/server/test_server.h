@@ -13,8 +13,8 @@
 
 namespace topk::server::test {
 
-// The backend the suites run on: cpu in CI; scripts/device-server-e2e.sh sets
-// TOPK_TEST_BACKEND=cuda to run the same suites on a GPU.
+// The backend the suites run on: cpu in CI; TOPK_TEST_BACKEND=cuda runs the
+// same suites on a GPU.
 inline std::string TestBackend() {
   const char* backend = std::getenv("TOPK_TEST_BACKEND");
   return backend != nullptr && *backend != '\0' ? backend : "cpu";
@@ -24,9 +24,9 @@ inline ServerOptions SmallOptions() {
   ServerOptions options;
   options.listen = "127.0.0.1:0";
   options.metrics_listen = "";
-  options.engine.backend = TestBackend();
-  options.engine.workers = 2;
-  options.engine.cpu_threads = 1;
+  options.backends.backend = TestBackend();
+  options.backends.workers = 2;
+  options.backends.cpu_threads = 1;
   options.engine.queue_depth = 256;
   options.engine.limits = {.max_k = 512,
                            .max_rows = 64,

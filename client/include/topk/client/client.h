@@ -6,6 +6,7 @@
 //   // result->indices: num_rows x k int32, -1 in slots a short row cannot fill
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -55,6 +56,10 @@ struct SelectResult {
   int64_t client_us = 0;  // round trip seen by the client
 };
 
+// SelectStream's default chunk: big enough that per-message costs vanish,
+// small enough to stay far below every message limit.
+inline constexpr size_t kDefaultChunkBytes = size_t{1} << 22;
+
 struct ClientOptions {
   std::string target = "127.0.0.1:50051";
   // TLS when true; root_certs_pem empty: the system roots.
@@ -82,7 +87,7 @@ class Client {
   // no message bounds the batch.
   absl::StatusOr<SelectResult> SelectStreaming(int32_t k, const Rows& rows,
                                                const CallOptions& options = {},
-                                               size_t chunk_bytes = size_t{1} << 22);
+                                               size_t chunk_bytes = kDefaultChunkBytes);
 
   // Asynchronous unary Select: returns at once; `done` runs on a gRPC thread
   // when the answer (or error) arrives. Any number may be in flight.

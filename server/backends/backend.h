@@ -1,0 +1,82 @@
+// The backends' interface, as the engine sees it. A Device stands for one
+// execution resource (a GPU, or the host CPU); each engine worker gets its own
+// WorkerBackend from it, holding everything a request needs (selector,
+// stream, staging and device buffers, workspace), all allocated once at
+// start. Backends know nothing of gRPC or of the engine's queues.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "server/backends/row_source.h"
+#include "topk/contract.h"
+#include "topk/selector.h"
+
+namespace topk::server {
+
+// The largest request the server accepts; every buffer is sized from these.
+struct RequestLimits {
+  int32_t max_k = 2048;
+  int64_t max_rows = 1024;
+  int64_t max_width = int64_t{1} << 20;
+  int64_t max_batch_bytes = int64_t{256} << 20;  // 4 * sum(lengths)
+};
+
+// One request's rows: packed valid prefixes, read from `source`.
+struct SelectRows {
+  const RowSource* source = nullptr;
+  const int32_t* lengths = nullptr;      // num_rows
+  const int64_t* row_offsets = nullptr;  // num_rows, in elements
+  int64_t num_rows = 0;
+  int64_t total_elements = 0;  // sum(lengths)
+};
+
+// Host buffers a selection writes: num_rows x k indices and num_rows
+// statuses; values (num_rows x k, NaN at -1 slots) only when not null.
+struct SelectResults {
+  int32_t* indices = nullptr;
+  float* values = nullptr;
+  RowStatus* row_status = nullptr;
+};
+
+struct DeviceDescription {
+  int32_t ordinal = -1;  // -1: the host CPU
+  std::string name;
+  std::string uuid;
+  int64_t memory_bytes = 0;
+};
+
+class WorkerBackend {
+ public:
+  virtual ~WorkerBackend() = default;
+
+  virtual absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
+                                        const SelectOptions& options) const = 0;
+
+  // Selects `rows` with `plan` into `results`. Errors of code UNAVAILABLE
+  // mean the device is broken (sticky); others fail this request only.
+  virtual absl::Status Select(const Plan& plan, const SelectRows& rows,
+                              const SelectResults& results) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string backend_name() const = 0;
+  virtual DeviceDescription description() const = 0;
+  // One per worker; allocates that worker's buffers for `limits`.
+  virtual absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
+      const RequestLimits& limits) = 0;
+};
+
+// results.values[r * k + j] = the score at results.indices[r * k + j] of row
+// r (NaN at -1), read from the host floats the backend selected on. Rows
+// whose status is not kOk get NaN: their indices are not an answer.
+void GatherValues(const float* scores, const SelectRows& rows, int32_t k,
+                  const SelectResults& results);
+
+}  // namespace topk::server

@@ -1,0 +1,296 @@
+#include "server/backends/cuda_backend.h"
+
+#include "absl/strings/str_cat.h"
+
+#if TOPK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "server/backends/plan_buckets.h"
+#include "spdlog/spdlog.h"
+#include "topk/cuda/resources.h"
+#include "topk/cuda/status.h"
+#include "topk/cuda_selector.h"
+#endif
+
+namespace topk::server {
+
+#if !TOPK_HAVE_CUDA
+
+absl::StatusOr<std::vector<int>> UsableCudaDevices() {
+  return absl::UnimplementedError("the server was built without CUDA");
+}
+
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
+}
+
+#else  // TOPK_HAVE_CUDA
+
+namespace {
+
+// The server treats every CUDA failure as sticky (UNAVAILABLE, whatever its
+// code): after an error the context may be unusable, and a wrong answer is
+// worse than no answer. The engine then stops using the device.
+absl::Status DeviceLost(const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::UnavailableError(status.message());
+}
+
+absl::Status UseDevice(int ordinal) {
+  TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+  return absl::OkStatus();
+}
+
+class CudaWorker final : public WorkerBackend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal, bool use_graphs,
+                                                            const RequestLimits& limits) {
+    if (absl::Status s = DeviceLost(UseDevice(ordinal)); !s.ok()) return s;
+    auto worker = std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, use_graphs));
+    absl::StatusOr<std::unique_ptr<CudaSelector>> selector =
+        CudaSelector::Create(CudaSelectorConfig{.device = ordinal});
+    if (!selector.ok()) return selector.status();
+    worker->selector_ = *std::move(selector);
+    absl::StatusOr<size_t> workspace = MaxWorkspaceBytes(*worker->selector_, limits);
+    if (!workspace.ok()) return workspace.status();
+    if (absl::Status s = DeviceLost(worker->Allocate(limits, *workspace)); !s.ok()) return s;
+    return worker;
+  }
+
+  absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
+                                const SelectOptions& options) const override {
+    return selector_->MakePlan(shape, options);
+  }
+
+  absl::Status Select(const Plan& plan, const SelectRows& rows,
+                      const SelectResults& results) override {
+    if (plan.workspace_bytes > d_workspace_.bytes()) {
+      return absl::ResourceExhaustedError(absl::StrCat("plan needs ", plan.workspace_bytes,
+                                                       " workspace bytes, worker has ",
+                                                       d_workspace_.bytes()));
+    }
+    if (absl::Status s = DeviceLost(Upload(rows)); !s.ok()) return s;
+    const RowBatch batch{.scores = d_scores_.get(),
+                         .layout = Layout::kPacked,
+                         .row_offsets = d_offsets_.get(),
+                         .lengths = d_lengths_.get(),
+                         .num_rows = rows.num_rows,
+                         .width = plan.shape.max_width};
+    const OutputView out{.indices = d_indices_.get(), .row_status = d_status_.get()};
+    const RunContext context{.workspace = d_workspace_.get(),
+                             .workspace_bytes = d_workspace_.bytes(),
+                             .stream = stream_.get()};
+    CudaGraphRunner* graph = GraphFor(plan, context);
+    absl::Status run = graph != nullptr ? graph->Replay(batch, out, stream_.get())
+                                        : selector_->Run(plan, batch, out, context);
+    if (!run.ok()) {
+      // A launch failure leaves the stream in an unknown state: when it does
+      // not drain cleanly, the device is lost.
+      if (absl::Status drained = DeviceLost(Synchronize()); !drained.ok()) {
+        return absl::UnavailableError(
+            absl::StrCat("select: ", run.message(), "; ", drained.message()));
+      }
+      return run;
+    }
+    const size_t outputs = static_cast<size_t>(rows.num_rows) * plan.shape.k;
+    if (absl::Status s = DeviceLost(Download(rows.num_rows, outputs)); !s.ok()) return s;
+    std::memcpy(results.indices, h_indices_.get(), outputs * sizeof(int32_t));
+    std::memcpy(results.row_status, h_status_.get(), rows.num_rows * sizeof(RowStatus));
+    if (results.values != nullptr) {
+      // The pinned staging still holds this request's rows.
+      GatherValues(h_scores_.get(), rows, plan.shape.k, results);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  CudaWorker(int ordinal, bool use_graphs) : ordinal_(ordinal), use_graphs_(use_graphs) {}
+
+  // Every buffer a request can need, for the largest request `limits` allow:
+  // pinned staging and its device twin for each input and output.
+  absl::Status Allocate(const RequestLimits& limits, size_t workspace_bytes) {
+    const size_t rows = limits.max_rows;
+    const size_t outputs = rows * limits.max_k;
+    const size_t floats = limits.max_batch_bytes / sizeof(float);
+    absl::StatusOr<cuda::Stream> stream = cuda::CreateStream();
+    if (!stream.ok()) return stream.status();
+    stream_ = *std::move(stream);
+    if (absl::Status s = AllocatePair(floats, d_scores_, h_scores_); !s.ok()) return s;
+    if (absl::Status s = AllocatePair(rows, d_offsets_, h_offsets_); !s.ok()) return s;
+    if (absl::Status s = AllocatePair(rows, d_lengths_, h_lengths_); !s.ok()) return s;
+    if (absl::Status s = AllocatePair(outputs, d_indices_, h_indices_); !s.ok()) return s;
+    if (absl::Status s = AllocatePair(rows, d_status_, h_status_); !s.ok()) return s;
+    // The selector refuses a null workspace, even where a plan needs none.
+    absl::StatusOr<cuda::DeviceBuffer<std::byte>> ws =
+        cuda::AllocateDevice<std::byte>(std::max<size_t>(workspace_bytes, 1));
+    if (!ws.ok()) return ws.status();
+    d_workspace_ = *std::move(ws);
+    return absl::OkStatus();
+  }
+
+  template <typename T>
+  static absl::Status AllocatePair(size_t count, cuda::DeviceBuffer<T>& device,
+                                   cuda::PinnedBuffer<T>& pinned) {
+    absl::StatusOr<cuda::DeviceBuffer<T>> d = cuda::AllocateDevice<T>(count);
+    if (!d.ok()) return d.status();
+    device = *std::move(d);
+    absl::StatusOr<cuda::PinnedBuffer<T>> h = cuda::AllocatePinned<T>(count);
+    if (!h.ok()) return h.status();
+    pinned = *std::move(h);
+    return absl::OkStatus();
+  }
+
+  // The request's one copy: from its source into pinned staging (so the
+  // uploads are true async DMA), then host-to-device on the worker's stream.
+  absl::Status Upload(const SelectRows& rows) {
+    if (absl::Status s = UseDevice(ordinal_); !s.ok()) return s;
+    StageOnHost(*rows.source, Staging::kAlwaysCopy, reinterpret_cast<std::byte*>(h_scores_.get()));
+    const size_t m = rows.num_rows;
+    std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
+    std::memcpy(h_lengths_.get(), rows.lengths, m * sizeof(int32_t));
+    cudaStream_t stream = stream_.get();
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_scores_.get(), h_scores_.get(),
+                                              rows.total_elements * sizeof(float),
+                                              cudaMemcpyHostToDevice, stream));
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_offsets_.get(), h_offsets_.get(),
+                                              m * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_lengths_.get(), h_lengths_.get(),
+                                              m * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    return absl::OkStatus();
+  }
+
+  // Indices and row statuses back to pinned memory; returns once they are.
+  absl::Status Download(int64_t num_rows, size_t outputs) {
+    cudaStream_t stream = stream_.get();
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_indices_.get(), d_indices_.get(),
+                                              outputs * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                              stream));
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_status_.get(), d_status_.get(),
+                                              num_rows * sizeof(RowStatus), cudaMemcpyDeviceToHost,
+                                              stream));
+    return Synchronize();
+  }
+
+  absl::Status Synchronize() {
+    TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_.get()));
+    return absl::OkStatus();
+  }
+
+  // The captured graph of the plan's bucket, captured on first use (the one
+  // allocation a bucket costs; the engine's plan buckets bound how many).
+  // nullptr: run the selector directly (graphs off, or capture failed).
+  CudaGraphRunner* GraphFor(const Plan& plan, const RunContext& context) {
+    if (!use_graphs_) return nullptr;
+    const PlanKey key = KeyOf(plan);
+    if (auto it = graphs_.find(key); it != graphs_.end()) return it->second.get();
+    absl::StatusOr<std::unique_ptr<CudaGraphRunner>> graph =
+        CudaGraphRunner::Create(*selector_, plan, context);
+    if (!graph.ok()) {
+      spdlog::warn("CUDA graph capture failed for k={} rows={} width={}: {}; running uncaptured",
+                   key.k, key.max_rows, key.max_width, graph.status().ToString());
+      graphs_.emplace(key, nullptr);
+      return nullptr;
+    }
+    return graphs_.emplace(key, *std::move(graph)).first->second.get();
+  }
+
+  int ordinal_;
+  bool use_graphs_;
+  std::unique_ptr<CudaSelector> selector_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer<float> d_scores_;
+  cuda::DeviceBuffer<int64_t> d_offsets_;
+  cuda::DeviceBuffer<int32_t> d_lengths_;
+  cuda::DeviceBuffer<int32_t> d_indices_;
+  cuda::DeviceBuffer<RowStatus> d_status_;
+  cuda::DeviceBuffer<std::byte> d_workspace_;
+  cuda::PinnedBuffer<float> h_scores_;
+  cuda::PinnedBuffer<int64_t> h_offsets_;
+  cuda::PinnedBuffer<int32_t> h_lengths_;
+  cuda::PinnedBuffer<int32_t> h_indices_;
+  cuda::PinnedBuffer<RowStatus> h_status_;
+  // Declared last so it is destroyed first: a graph runner synchronises the
+  // worker's stream and refers to its buffers while it is torn down.
+  absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;
+};
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int ordinal, bool use_graphs, DeviceDescription description)
+      : ordinal_(ordinal), use_graphs_(use_graphs), description_(std::move(description)) {}
+
+  std::string backend_name() const override { return "cuda"; }
+  DeviceDescription description() const override { return description_; }
+
+  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
+      const RequestLimits& limits) override {
+    absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
+        CudaWorker::Create(ordinal_, use_graphs_, limits);
+    if (!worker.ok()) return worker.status();
+    return std::unique_ptr<WorkerBackend>(*std::move(worker));
+  }
+
+ private:
+  int ordinal_;
+  bool use_graphs_;
+  DeviceDescription description_;
+};
+
+std::string UuidString(const cudaUUID_t& uuid) {
+  std::string out = "GPU-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int>> UsableCudaDevicesOrCudaError() {
+  int count = 0;
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  std::vector<int> usable;
+  for (int d = 0; d < count; ++d) {
+    // A device is usable when a context can be made on it.
+    if (cudaSetDevice(d) == cudaSuccess && cudaFree(nullptr) == cudaSuccess) usable.push_back(d);
+  }
+  return usable;
+}
+
+absl::StatusOr<cudaDeviceProp> Properties(int ordinal) {
+  cudaDeviceProp prop{};
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
+  return prop;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> UsableCudaDevices() {
+  absl::StatusOr<std::vector<int>> usable = UsableCudaDevicesOrCudaError();
+  if (!usable.ok()) return DeviceLost(usable.status());
+  return usable;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs) {
+  absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
+  if (!prop.ok()) return DeviceLost(prop.status());
+  DeviceDescription description{.ordinal = ordinal,
+                                .name = prop->name,
+                                .uuid = UuidString(prop->uuid),
+                                .memory_bytes = static_cast<int64_t>(prop->totalGlobalMem)};
+  return std::unique_ptr<Device>(
+      std::make_unique<CudaDevice>(ordinal, use_graphs, std::move(description)));
+}
+
+#endif  // TOPK_HAVE_CUDA
+
+}  // namespace topk::server

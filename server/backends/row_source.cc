@@ -1,0 +1,24 @@
+#include "server/backends/row_source.h"
+
+#include <cstring>
+
+namespace topk::server {
+
+void ContiguousRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
+  if (bytes > 0) std::memcpy(dest, bytes_.data() + offset, bytes);
+}
+
+const float* ContiguousRows::InPlaceHostFloats() const {
+  if (reinterpret_cast<uintptr_t>(bytes_.data()) % alignof(float) != 0) return nullptr;
+  return reinterpret_cast<const float*>(bytes_.data());
+}
+
+const float* StageOnHost(const RowSource& rows, Staging staging_mode, std::byte* staging) {
+  if (staging_mode == Staging::kInPlaceWhenPossible) {
+    if (const float* in_place = rows.InPlaceHostFloats(); in_place != nullptr) return in_place;
+  }
+  rows.CopyRange(0, rows.size_bytes(), staging);
+  return reinterpret_cast<const float*>(staging);
+}
+
+}  // namespace topk::server

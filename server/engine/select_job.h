@@ -1,0 +1,51 @@
+// The unit of work the engine serves: one Select request, independent of how
+// it arrived (unary, stream) and of gRPC itself, so the engine can be tested
+// and benchmarked without a transport.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "server/backends/row_source.h"
+#include "topk/contract.h"
+
+namespace topk::server {
+
+// A validated request: the transport checked every length, the byte count
+// and K against the limits before the job reached the engine.
+struct SelectInput {
+  int32_t k = 0;
+  SelectOptions options;
+  bool return_values = false;
+  absl::Span<const int32_t> lengths;  // M entries, 0 <= L_r <= max_width
+  const RowSource* rows = nullptr;    // 4 * sum(lengths) bytes, packed LE FP32
+  int32_t max_length = 0;             // max_r L_r (picks the plan bucket)
+};
+
+struct SelectTimings {
+  int64_t queue_us = 0;
+  int64_t device_us = 0;
+};
+
+// What a worker hands back. The spans point into the worker's preallocated
+// buffers and are valid only during SelectJob::Complete.
+struct SelectOutput {
+  absl::Span<const int32_t> indices;  // M x K
+  absl::Span<const float> values;     // M x K when input.return_values, else empty
+  SelectTimings timings;
+};
+
+class SelectJob {
+ public:
+  virtual ~SelectJob() = default;
+  virtual const SelectInput& input() const = 0;
+  // True when the client went away; the worker then skips the selection.
+  virtual bool IsCancelled() const = 0;
+  // Called exactly once, on a worker thread (or on the submitting thread
+  // when the queue rejects the job). `output` is meaningful only when
+  // `status` is OK. The job may delete itself inside.
+  virtual void Complete(const absl::Status& status, const SelectOutput& output) = 0;
+};
+
+}  // namespace topk::server

@@ -1,0 +1,68 @@
+// Server metrics on prometheus-cpp: one registry that the metrics port
+// (prometheus::Exposer) scrapes and GetStats reads. Every series is created
+// at start, so recording never allocates. The transport records each request
+// event here, once; the queue-depth and in-flight gauges are read from the
+// engine when collected, so the engine keeps no metrics of its own.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "prometheus/collectable.h"
+#include "prometheus/counter.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "server/engine/engine.h"
+#include "topk/v1/topk.pb.h"
+
+namespace topk::server {
+
+class Metrics {
+ public:
+  // `engine` must outlive the metrics.
+  explicit Metrics(const Engine& engine);
+
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // What the metrics port scrapes: the registry, with the gauges refreshed.
+  std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
+
+  void OnRequest(int64_t bytes_in);
+  void OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
+                 int64_t total_us);
+  void OnError(absl::StatusCode code);
+
+  void FillStats(v1::Stats& stats) const;
+  std::string PrometheusText() const;
+
+ private:
+  static constexpr int kCodes = 17;  // absl::StatusCode 0..16
+
+  class EngineSampler;
+
+  const Engine& engine_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Collectable> collectable_;
+  absl::Time start_;
+  prometheus::Counter* requests_;
+  prometheus::Counter* rows_;
+  prometheus::Counter* bytes_in_;
+  prometheus::Counter* bytes_out_;
+  std::array<prometheus::Counter*, kCodes> errors_{};
+  prometheus::Histogram* queue_latency_;
+  prometheus::Histogram* device_latency_;
+  prometheus::Histogram* total_latency_;
+  prometheus::Gauge* queue_depth_;
+  prometheus::Gauge* in_flight_;
+};
+
+// "INVALID_ARGUMENT" etc.: the gRPC spelling of a status code.
+std::string StatusCodeName(absl::StatusCode code);
+
+}  // namespace topk::server

@@ -1,0 +1,51 @@
+// Select's request read straight from gRPC's receive buffer. Protobuf's
+// generated parser would first copy the (tens of MB of) score bytes into a
+// std::string; here the small fields are decoded with protobuf's own
+// CodedInputStream and the scores are only located: ByteBufferRows hands them
+// to the backend, which copies them once, into the memory it reads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "server/backends/row_source.h"
+#include "topk/v1/topk.pb.h"
+
+namespace topk::server {
+
+// A SelectRequest with its score bytes left in the buffer.
+struct RawSelectRequest {
+  int32_t k = 0;
+  v1::SelectOptions options;
+  bool has_inline_rows = false;
+  std::vector<int32_t> lengths;  // the first max_rows + 1 of them
+  int64_t num_lengths = 0;       // how many the message holds
+  int64_t scores_offset = 0;     // where the score bytes start in the message
+  int64_t scores_size = 0;
+  std::string request_id;
+};
+
+// Decodes `buffer` (a serialized topk.v1.SelectRequest). INVALID_ARGUMENT
+// for bytes that are not one. Keeps at most max_rows + 1 lengths.
+absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows, RawSelectRequest& out);
+
+// The score bytes of a parsed request where gRPC received them (a chain of
+// slices), copied out on demand. `buffer` must outlive it (gRPC keeps the
+// request until the call finishes).
+class ByteBufferRows final : public RowSource {
+ public:
+  ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size)
+      : buffer_(buffer), offset_(offset), size_(size) {}
+  size_t size_bytes() const override { return static_cast<size_t>(size_); }
+  void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
+
+ private:
+  const grpc::ByteBuffer* buffer_;
+  int64_t offset_;
+  int64_t size_;
+};
+
+}  // namespace topk::server

@@ -1,0 +1,47 @@
+// The reactors of Select and SelectStream. Both are SelectJobs: the engine
+// completes them on a worker thread, which encodes the response and
+// finishes the RPC.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "grpcpp/grpcpp.h"
+#include "server/engine/engine.h"
+#include "server/engine/select_job.h"
+#include "server/transport/metrics.h"
+#include "topk/v1/topk.grpc.pb.h"
+
+namespace topk::server {
+
+// What every Select reactor reaches: owned by the service, outlives every call.
+struct SelectContext {
+  Engine* engine = nullptr;
+  Metrics* metrics = nullptr;
+  // Called after a request failed with UNAVAILABLE and no device is usable
+  // (the service then turns health NOT_SERVING).
+  std::function<void()> on_no_usable_device;
+};
+
+// Encodes `output` into `response` (LE int32 indices, optional values,
+// timings); returns the bytes written.
+int64_t EncodeResponse(const SelectOutput& output, int32_t k, int64_t rows, int64_t total_us,
+                       v1::SelectResponse& response);
+
+// gRPC's status for an absl::Status (same code numbers).
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Creates the reactor of one unary Select (raw bytes in and out: see
+// raw_select.h); it deletes itself in OnDone.
+grpc::ServerUnaryReactor* StartUnarySelect(const SelectContext& select,
+                                           grpc::CallbackServerContext* context,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response);
+
+// Creates the reactor of one SelectStream; it deletes itself in OnDone.
+grpc::ServerReadReactor<v1::SelectChunk>* StartStreamSelect(const SelectContext& select,
+                                                            grpc::CallbackServerContext* context,
+                                                            v1::SelectResponse* response);
+
+}  // namespace topk::server

@@ -1,0 +1,70 @@
+#include "server/transport/validate.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace topk::server {
+
+absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits) {
+  if (rows > limits.max_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lengths: ", rows, " rows exceed max_rows = ", limits.max_rows));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits) {
+  if (bytes > limits.max_batch_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "scores: ", bytes, " bytes exceed max_batch_bytes = ", limits.max_batch_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
+                                       absl::Span<const int32_t> lengths, size_t score_bytes,
+                                       const RequestLimits& limits) {
+  if (k < 1 || k > limits.max_k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("k = ", k, " is out of range [1, ", limits.max_k, "] (max_k)"));
+  }
+  if (num_rows == 0) {
+    return absl::InvalidArgumentError("lengths: the batch is empty (0 rows)");
+  }
+  if (absl::Status s = CheckRowCount(num_rows, limits); !s.ok()) return s;
+  if (static_cast<int64_t>(lengths.size()) != num_rows) {
+    return absl::InternalError(
+        absl::StrCat("lengths: ", lengths.size(), " of ", num_rows, " rows were decoded"));
+  }
+  int64_t total = 0;
+  int32_t longest = 0;
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    const int32_t length = lengths[r];
+    if (length < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lengths[", r, "] = ", length, " is negative (row ", r, ")"));
+    }
+    if (length > limits.max_width) {
+      return absl::InvalidArgumentError(absl::StrCat("lengths[", r, "] = ", length,
+                                                     " exceeds max_width = ", limits.max_width,
+                                                     " (row ", r, ")"));
+    }
+    total += length;
+    longest = std::max(longest, length);
+  }
+  const int64_t expected = total * 4;
+  if (expected > limits.max_batch_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scores: 4 * sum(lengths) = ", expected,
+                     " bytes exceed max_batch_bytes = ", limits.max_batch_bytes));
+  }
+  if (static_cast<int64_t>(score_bytes) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("scores: ", score_bytes,
+                                                   " bytes, expected 4 * sum(lengths) = ", expected,
+                                                   " for ", lengths.size(), " rows"));
+  }
+  return longest;
+}
+
+}  // namespace topk::server

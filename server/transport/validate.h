@@ -1,0 +1,31 @@
+// Request checks done on the gRPC thread before a request is queued: every
+// failure is INVALID_ARGUMENT with a message naming the field (and the row).
+// NaN is the one input error found later, by the selector's own pass.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/backends/backend.h"
+
+namespace topk::server {
+
+// The one place the row limit is enforced: a whole request, or a stream's
+// rows so far (which cuts a runaway stream off before it fills memory).
+absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits);
+
+// A stream's score bytes so far against max_batch_bytes.
+absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits);
+
+// Checks K, the row count, every length and the byte count against `limits`.
+// `num_rows` is how many lengths the request holds; `lengths` may keep fewer
+// when that is over the limit (the decoder stops storing them there).
+// Returns max_r L_r.
+absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
+                                       absl::Span<const int32_t> lengths, size_t score_bytes,
+                                       const RequestLimits& limits);
+
+}  // namespace topk::server
