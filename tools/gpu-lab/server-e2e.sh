@@ -19,7 +19,7 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv | tee "$OUT/gp
 echo "== 1. server suites on the CUDA backend"
 suite_rc=0
 for t in e2e_test bad_input_test concurrency_test shutdown_test health_reflection_test rss_test \
-    engine_tls_test raw_select_test; do
+    engine_tls_test raw_select_test row_source_test raw_select_fuzz_test; do
   [ -x "$bin/$t" ] || { printf '   %-24s not packed\n' "$t"; continue; }
   TOPK_TEST_BACKEND=cuda timeout 300 "$bin/$t" --gtest_brief=1 >"$OUT/$t.log" 2>&1
   rc=$?; [ $rc = 0 ] || suite_rc=1
