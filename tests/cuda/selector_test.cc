@@ -243,7 +243,9 @@ TEST_P(CudaSelectorTest, NanRowsAndBadLengths) {
 // One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1, cap}
 // and changed lengths and buffers; rows beyond live M stay untouched.
 TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
-  auto sel = Make();
+  CudaSelectorConfig persistent;  // this bucket is about the persistent grid
+  persistent.enable_short_rows = false;
+  auto sel = Make(persistent);
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
   const CudaDeviceInfo& info = sel->device_info();

@@ -1,7 +1,8 @@
-// GPU tests of the short-row bucket (N_cap below the sampled route's
-// crossover: every row on the row-local exact route): every generator, K,
-// layout and mode with padding around the rows, NaN and bad lengths, graph
-// replays. Skips without a device.
+// GPU tests of the short-row bucket on the persistent kernel's exact route
+// (Route::kRowLocalExact: N_cap below the sampled route's crossover, the
+// short-row route off; short_row_route_test.cc tests that route): every
+// generator, K, layout and mode with padding around the rows, NaN and bad
+// lengths, graph replays. Skips without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,55 +13,28 @@
 #include <vector>
 
 #include "selector_fixture.h"
+#include "short_row_matrices.h"
 
 namespace topk::cuda_test {
 namespace {
 
 // --- Short rows: the row-local exact route (N_cap below the crossover) ----
 
-constexpr int64_t kShortT = kCudaMinSampledLength - 1;
-
-// Rows of lengths {0, 1, K-1, K, K+1, T-1, T} (clamped, K+1 <= T) and two
-// random lengths in (K, T], width T. Pitched: pitch T + 1 (every row start
-// alignment). Packed: rows at offsets that leave 1..3 padding floats between
-// them (any 4-byte alignment). Every float beyond a row's L holds `padding`.
-ScoreMatrix ShortRows(Distribution d, int32_t k, Layout layout, float padding, uint64_t seed) {
-  std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, kShortT - 1, kShortT};
-  std::mt19937_64 rng(seed);
-  for (int i = 0; i < 2; ++i) lens.push_back(k + 1 + static_cast<int64_t>(rng() % (kShortT - k)));
-  ScoreMatrix m;
-  m.layout = layout;
-  m.rows = static_cast<int64_t>(lens.size());
-  m.width = kShortT;
-  std::vector<int64_t> starts;
-  if (layout == Layout::kPitched) {
-    m.pitch = kShortT + 1;
-    for (int64_t r = 0; r < m.rows; ++r) starts.push_back(r * m.pitch);
-    m.scores.assign(m.rows * m.pitch, padding);
-  } else {
-    int64_t off = 0;
-    for (int64_t r = 0; r < m.rows; ++r) {
-      starts.push_back(off);
-      off += std::max<int64_t>(lens[r], 0) + 1 + r % 3;
-    }
-    m.row_offsets = starts;
-    m.scores.assign(off, padding);
-  }
-  for (int64_t r = 0; r < m.rows; ++r) {
-    const int64_t L = std::clamp<int64_t>(lens[r], 0, kShortT);
-    m.lengths.push_back(static_cast<int32_t>(L));
-    testing::FillRow(d, seed, r, m.scores.data() + starts[r], L);
-  }
-  return m;
-}
-
 // Every generator x K x layout x mode on the short-row bucket (every row on
 // the row-local exact route), padding NaN / 1e9, verifier + reference; both
-// kernel variants.
-class ShortRowTest : public CudaSelectorTest {};
+// kernel variants. The short-row route is off here: this suite is about the
+// persistent kernel's exact route (ShortRowRouteTest covers the other).
+class ShortRowTest : public CudaSelectorTest {
+ protected:
+  std::unique_ptr<CudaSelector> MakePersistent() {
+    CudaSelectorConfig c;
+    c.enable_short_rows = false;
+    return Make(c);
+  }
+};
 
 TEST_P(ShortRowTest, EveryGeneratorEveryKBothLayoutsAllModes) {
-  auto sel = Make();
+  auto sel = MakePersistent();
   ASSERT_NE(sel, nullptr);
   uint64_t seed = 1;
   for (Distribution d : testing::kAllDistributions) {
@@ -106,7 +80,7 @@ TEST_P(ShortRowTest, EveryGeneratorEveryKBothLayoutsAllModes) {
 }
 
 TEST_P(ShortRowTest, NanRowsAndBadLengths) {
-  auto sel = Make();
+  auto sel = MakePersistent();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
   ScoreMatrix m = ShortRows(Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
@@ -147,7 +121,7 @@ TEST_P(ShortRowTest, NanRowsAndBadLengths) {
 // One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1,
 // cap} with new lengths and buffers; rows beyond live M stay untouched.
 TEST_P(ShortRowTest, GraphReplayWithLiveRows) {
-  auto sel = Make();
+  auto sel = MakePersistent();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 2048;
   const CudaDeviceInfo& info = sel->device_info();
@@ -163,7 +137,7 @@ TEST_P(ShortRowTest, GraphReplayWithLiveRows) {
 
 // Small configuration for compute-sanitizer (memcheck, racecheck).
 TEST_P(ShortRowTest, SanitizerSmall) {
-  auto sel = Make();
+  auto sel = MakePersistent();
   ASSERT_NE(sel, nullptr);
   for (Distribution d : {Distribution::kIndexer, Distribution::kConstant, Distribution::kFp8Ties}) {
     for (Layout layout : {Layout::kPitched, Layout::kPacked}) {

@@ -33,12 +33,13 @@ TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
   EXPECT_EQ(p.grid, 264);
 }
 
-// Short rows around the sampled route's crossover (kCudaMinSampledLength =
-// 16384): shorter buckets take the row-local exact route, K beyond the
-// shared output the general route, and sampling off keeps every short bucket
-// exact.
+// With the short-row route off: short rows around the sampled route's
+// crossover (kCudaMinSampledLength = 16384): shorter buckets take the
+// row-local exact route, K beyond the shared output the general route, and
+// sampling off keeps every short bucket exact.
 TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
   auto plan = [](int32_t k, int64_t m, int64_t n, CudaSelectorConfig c = {}) {
+    c.enable_short_rows = false;
     auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPacked}, {}, FakeH200(), c);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? *p : Plan{};
@@ -69,6 +70,7 @@ TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
 TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
   CudaSelectorConfig four;
   four.ctas_per_sm_target = 4;
+  four.enable_short_rows = false;
   const Plan p = MustPlan(2048, 4096, 1 << 20, four);
   EXPECT_EQ(p.route, Route::kPersistentSampled);
   EXPECT_EQ(p.block, 256);
@@ -116,7 +118,9 @@ TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
   wide.ctas_per_sm_target = 2;
   EXPECT_EQ(MustPlan(2048, 4096, 131072, wide).block, 512);
   EXPECT_EQ(MustPlan(4096, 4096, 131072, automatic).block, 512);
-  EXPECT_EQ(MustPlan(2048, 4096, 8192, automatic).block, 512);  // exact route: default
+  CudaSelectorConfig automatic_persistent = automatic;  // the short-row route off
+  automatic_persistent.enable_short_rows = false;
+  EXPECT_EQ(MustPlan(2048, 4096, 8192, automatic_persistent).block, 512);  // exact route: default
 }
 
 TEST(CudaPlannerTest, GridIsCappedByRowsAndResidency) {
@@ -133,13 +137,53 @@ TEST(CudaPlannerTest, WorkspaceDoesNotGrowWithRows) {
 }
 
 TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
-  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength - 1).route, Route::kRowLocalExact);
-  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength).route, Route::kPersistentSampled);
+  CudaSelectorConfig persistent;
+  persistent.enable_short_rows = false;
+  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength - 1, persistent).route, Route::kRowLocalExact);
+  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength, persistent).route, Route::kPersistentSampled);
   CudaSelectorConfig off;
   off.enable_sampling = false;
   const Plan p = MustPlan(2048, 64, 1 << 20, off);
   EXPECT_EQ(p.route, Route::kRowLocalExact);
   EXPECT_EQ(p.sample_stride, 0);
+}
+
+// The short-row route by the measured table: one 256-thread CTA per row (or
+// the grid override), the header as the whole workspace, no sampling; the
+// buckets past its reach, K past the measured K, sampling off and the route
+// off keep the persistent routes.
+TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
+  for (int32_t k : {1, 64, 512, 1024, 2048}) {
+    const int64_t reach = k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach;
+    EXPECT_EQ(CudaShortRowReach(k, 4096), reach);
+    for (int64_t n : {int64_t{1}, int64_t{4096}, int64_t{8192}, reach}) {
+      const Plan p = MustPlan(k, 4096, n);
+      EXPECT_EQ(p.route, Route::kShortRowExact) << k << " " << n;
+      EXPECT_EQ(p.block, 256);
+      EXPECT_EQ(p.grid, 4096);
+      EXPECT_EQ(p.sample_stride, 0);
+      EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
+    }
+    EXPECT_NE(MustPlan(k, 4096, reach + 1).route, Route::kShortRowExact) << k;
+  }
+  EXPECT_EQ(CudaShortRowReach(4096, 4096), 0);
+  EXPECT_EQ(MustPlan(4096, 4096, 8192).route, Route::kRowLocalExact);
+  EXPECT_EQ(MustPlan(2048, 100, 8192).grid, 100);
+  CudaSelectorConfig c;
+  c.grid_override = 50;
+  EXPECT_EQ(MustPlan(2048, 4096, 8192, c).grid, 50);
+  c = {};
+  c.short_row_max_width = 65536;
+  EXPECT_EQ(MustPlan(2048, 4096, 65536, c).route, Route::kShortRowExact);
+  EXPECT_EQ(MustPlan(4096, 4096, 65536, c).route, Route::kShortRowExact);
+  EXPECT_EQ(MustPlan(4097, 4096, 8192, c).route, Route::kGeneralExact);
+  c = {};
+  c.enable_short_rows = false;
+  EXPECT_EQ(MustPlan(2048, 4096, 8192, c).route, Route::kRowLocalExact);
+  c = {};
+  c.enable_sampling = false;
+  EXPECT_EQ(MustPlan(2048, 4096, 8192, c).route, Route::kRowLocalExact);
+  EXPECT_NE(MustPlan(2048, 4096, 8192).Explain().find("short-row-exact"), std::string::npos);
 }
 
 TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {

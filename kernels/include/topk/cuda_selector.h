@@ -63,6 +63,14 @@ struct CudaSelectorConfig {
   // KV-split route always runs 512 threads. Default 0: the per-shape choice
   // (bench/NOTES.md).
   int ctas_per_sm_target = 0;
+  // Short rows: one 256-thread CTA per row, several rows in flight per SM, no
+  // sampling (Route::kShortRowExact), on the buckets where CudaShortRowReach
+  // says it measured faster than the persistent routes. false: those buckets
+  // keep the persistent routes.
+  bool enable_short_rows = true;
+  // > 0: every bucket with N_cap up to this width and K <= 4096 takes the
+  // short-row route whatever the table says (A/B measurements); 0: the table.
+  int64_t short_row_max_width = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };
@@ -87,6 +95,19 @@ inline constexpr int64_t kCudaSmallBlockWideMaxWidth = 524288;
 inline constexpr int64_t kCudaSmallBlockWideMinRows = 4096;
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
+
+// The short-row route's reach: the widest bucket (N_cap) where it measured
+// faster than the persistent routes on the H200, by K (bench/NOTES.md, "The
+// short-row route"; bench/results/h200_short_rows.csv: N 4K..64K x M
+// 256..8192 x K 512..2048). K above kCudaShortRowMeasuredMaxK was not
+// measured and keeps the persistent routes.
+inline constexpr int32_t kCudaShortRowSmallK = 512;
+inline constexpr int64_t kCudaShortRowReachSmallK = 32768;  // K <= kCudaShortRowSmallK
+inline constexpr int32_t kCudaShortRowMeasuredMaxK = 2048;
+inline constexpr int64_t kCudaShortRowReach = 16384;  // kCudaShortRowSmallK < K <= 2048
+// The widest bucket the short-row route takes for rank k and M_cap rows; 0:
+// none (the table above).
+int64_t CudaShortRowReach(int32_t k, int64_t max_rows);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);

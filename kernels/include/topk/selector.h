@@ -30,8 +30,9 @@ enum class Route : uint8_t {
   kCpuExact = 1,    // CPU, sampling switched off: exact coarse recovery for every row
   kPersistentSampled = 2,
   kKvSplitSampled = 3,
-  kRowLocalExact = 4,
-  kGeneralExact = 7,  // large K fallback
+  kRowLocalExact = 4,  // the persistent kernel with sampling off
+  kShortRowExact = 5,  // one small CTA per row, many per SM; no sampling
+  kGeneralExact = 7,   // large K fallback
 };
 
 std::string_view RouteName(Route route);

@@ -16,6 +16,8 @@ std::string_view RouteName(Route route) {
       return "kv-split-sampled";
     case Route::kRowLocalExact:
       return "row-local-exact";
+    case Route::kShortRowExact:
+      return "short-row-exact";
     case Route::kGeneralExact:
       return "general-exact";
   }

@@ -18,7 +18,7 @@ namespace {
 
 bool IsCudaRoute(Route r) {
   return r == Route::kPersistentSampled || r == Route::kRowLocalExact ||
-         r == Route::kGeneralExact || r == Route::kKvSplitSampled;
+         r == Route::kGeneralExact || r == Route::kKvSplitSampled || r == Route::kShortRowExact;
 }
 
 cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config, void* workspace) {
@@ -54,6 +54,9 @@ cudaError_t LaunchPlan(const Plan& plan, const cuda::DeviceArgs& args,
                        cudaStream_t stream) {
   if (plan.route == Route::kKvSplitSampled) {
     return cuda::LaunchKvSplit(args, dev_args, params, plan.grid, stream);
+  }
+  if (plan.route == Route::kShortRowExact) {
+    return cuda::LaunchShortRow(args, dev_args, params, plan.grid, stream);
   }
   return cuda::LaunchPersistent(args, dev_args, params, plan.grid, stream);
 }
@@ -125,6 +128,7 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   }
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigurePersistentRoute());
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureKvSplitRoute());
+  TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureShortRowRoute());
   CudaDeviceInfo info;
   info.sm_count = prop.multiProcessorCount;
   info.compute_major = prop.major;

@@ -9,6 +9,19 @@
 
 namespace topk::cuda {
 
+// The short-row route (short_row_route.cu): one CTA of kShortRowThreads per
+// row, at least kShortRowMinBlocks CTAs per SM (the 40-register bound that
+// buys it; 8 CTAs at 32 registers measured the same, bench/NOTES.md),
+// K <= kShortRowMaxK. Its frontiers live in shared memory only
+// (kShortRowCandidates entries for the boundary bin, kShortRowFrontier for
+// the next level); a level that does not fit re-scans the row, so the route
+// needs no workspace beyond the header.
+inline constexpr int kShortRowThreads = 256;
+inline constexpr int kShortRowMinBlocks = 6;
+inline constexpr int kShortRowCandidates = 1024;
+inline constexpr int kShortRowFrontier = 512;
+inline constexpr int kShortRowMaxK = 4096;
+
 // Per-call arguments. Passed by value for Run(), or read from device memory
 // (refreshed by one captured H2D copy) for graph replays.
 struct DeviceArgs {

@@ -107,8 +107,8 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
     AddStat(p, Stat::kCertified, 1);
   }
   __syncthreads();
-  const uint32_t rescans = Refine(s, row, L, t0, C, shared_front, fb, k, p.deterministic != 0, top,
-                                  RefineOut{out_buf, &s.out_count});
+  const uint32_t rescans = Refine<kB>(s, row, L, t0, NoUpperBound(), C, shared_front, fb, k,
+                                      p.deterministic != 0, top, RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;
   FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);

@@ -15,6 +15,10 @@
 
 namespace topk::cuda {
 
+// The band bound of callers whose admitted set is {x >= cut}: NaN, which no
+// x reaches (x >= NaN is false).
+__device__ __forceinline__ float NoUpperBound() { return BitsToFloat(0x7FC00000u); }
+
 struct RefineOut {
   uint32_t* out;  // committed indices (shared or global staging)
   uint32_t* out_count;
@@ -54,15 +58,21 @@ __device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint
   __syncthreads();
 }
 
-// Refines the admitted set {x >= cut} of the row (count C, level-0 histogram
-// for `top` in s.hist, stored in fa when C <= fa.capacity(); top > 0 only
-// then) down to exactly K committed indices. fa may be a view with a short shared part (the
-// compacted warp segments); it is also the store of levels 2 and 4, read and written through the
-// same positions. A level whose frontier did not fit its store re-scans the row with the key-prefix
-// filter. Returns the number of re-scanned levels.
-template <int kB>
-__device__ __noinline__ uint32_t Refine(SharedState<kB>& s, const float* __restrict__ row,
-                                        uint32_t L, float cut, uint32_t C, const Frontier fa,
+// Refines the admitted set {cut <= x < hi} of the row (hi NaN: no upper
+// bound; count C, level-0 histogram for `top` in s.hist, stored in fa when
+// C <= fa.capacity()) down to exactly k committed indices. The key bits above
+// level 0 are the `top` leading bits of Key32(cut), which every admitted key
+// shares. fa may be a view with a short shared part (the compacted warp
+// segments); it is also the store of levels 2 and 4, read and written through
+// the same positions. A level whose frontier did not fit its store re-scans
+// the row with the band and key-prefix filters (the band matters to callers
+// that committed the values above hi themselves: a key above the band can
+// share a level's prefix). Returns the number of re-scanned levels. State:
+// any CTA state with hist, scratch, next_count and tie_count (SharedState, or
+// the short-row route's).
+template <int kB, typename State>
+__device__ __noinline__ uint32_t Refine(State& s, const float* __restrict__ row, uint32_t L,
+                                        float cut, float hi, uint32_t C, const Frontier fa,
                                         const Frontier fb, uint32_t k, bool deterministic, int top,
                                         RefineOut ro) {
   const uint32_t tid = threadIdx.x;
@@ -119,7 +129,8 @@ __device__ __noinline__ uint32_t Refine(SharedState<kB>& s, const float* __restr
     } else {
       const int above = LevelShift(j, top) + LevelBits(j, top);
       StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
-        const unsigned m = AtLeastMask(v, cut) & valid;
+        // x >= NaN is false: no upper bound unless hi is a number.
+        const unsigned m = AtLeastMask(v, cut) & ~AtLeastMask(v, hi) & valid;
         if (__any_sync(kFullMask, m != 0u)) {
 #pragma unroll 1
           for (int q = 0; q < 4; ++q) {

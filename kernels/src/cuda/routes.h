@@ -1,7 +1,7 @@
 // Launch interface of the selector's kernel routes (host side, nvcc only):
 // the persistent route (persistent_route.cu) and the sampled KV-split route
-// (kv_split_route.cu). Both run SelectRow (select_row.cuh) on the CTA state
-// of cta_state.cuh.
+// (kv_split_route.cu), which both run SelectRow (select_row.cuh) on the CTA
+// state of cta_state.cuh, and the short-row route (short_row_route.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@ namespace topk::cuda {
 // Raise each route kernel's dynamic shared memory limit; call once per device.
 cudaError_t ConfigurePersistentRoute();
 cudaError_t ConfigureKvSplitRoute();
+cudaError_t ConfigureShortRowRoute();
 
 // Resident CTAs per SM of the persistent kernel variant of `block` threads
 // (kThreads or kSmallThreads) and its dynamic shared memory (the KV-split
@@ -32,5 +33,13 @@ cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
 // per-row state first (a captured memset node under graph capture).
 cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
                           const KernelParams& params, int grid, cudaStream_t stream);
+
+// The short-row kernel: dynamic shared memory for rank k (staged: sorted or
+// deterministic output), its resident CTAs per SM, and one launch of `grid`
+// CTAs that take rows blockIdx.x, blockIdx.x + grid, ...
+size_t ShortRowSharedBytes(int32_t k, bool staged);
+cudaError_t ShortRowOccupancy(int32_t k, bool staged, int* ctas_per_sm);
+cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
+                           const KernelParams& params, int grid, cudaStream_t stream);
 
 }  // namespace topk::cuda

@@ -136,8 +136,9 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
       const uint32_t C = s.count;
       const Frontier view = AdmittedView(s, fa);
       const int top = FinishLevel0Hist(s, row, L, cut, view, C);
-      const uint32_t rescans = Refine(s, row, L, cut, C, view, fb, k, p.deterministic != 0, top,
-                                      RefineOut{out_buf, &s.out_count});
+      const uint32_t rescans =
+          Refine<kB>(s, row, L, cut, NoUpperBound(), C, view, fb, k, p.deterministic != 0, top,
+                     RefineOut{out_buf, &s.out_count});
       if (tid == 0) {
         AddStat(p, Stat::kRows, 1);
         AddStat(p, Stat::kCandidates, C);

@@ -10,6 +10,11 @@
 
 namespace topk {
 
+namespace {
+// The short-row grid's cap: rows past it are strided over the grid.
+constexpr int64_t kMaxShortRowGrid = int64_t{1} << 30;
+}  // namespace
+
 int64_t CudaSliceEntries(int32_t k) { return std::max<int64_t>(4 * int64_t{k}, 16384); }
 
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
@@ -18,6 +23,14 @@ size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
 }
 
 int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
+
+// M_cap does not enter: the measured crossover moved with K and N_cap only
+// (one exception, K = 512 x 64K at M = 256, is left to the persistent route).
+int64_t CudaShortRowReach(int32_t k, int64_t /*max_rows*/) {
+  if (k <= kCudaShortRowSmallK) return kCudaShortRowReachSmallK;
+  if (k <= kCudaShortRowMeasuredMaxK) return kCudaShortRowReach;
+  return 0;
+}
 
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config) {
@@ -69,6 +82,21 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   const int64_t resident = int64_t{device.sm_count} * device.persistent_ctas_per_sm;
   const int64_t min_sampled =
       config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
+  const int64_t short_row_reach = config.short_row_max_width > 0
+                                      ? config.short_row_max_width
+                                      : CudaShortRowReach(shape.k, shape.max_rows);
+  if (config.enable_sampling && config.enable_short_rows && shape.k <= cuda::kShortRowMaxK &&
+      shape.max_width <= short_row_reach) {
+    // One CTA per row (a smaller grid strides over the rows); frontiers in
+    // shared memory only, so the workspace is the header alone.
+    plan.route = Route::kShortRowExact;
+    plan.sample_stride = 0;
+    plan.block = cuda::kShortRowThreads;
+    const int64_t grid = config.grid_override > 0 ? config.grid_override : shape.max_rows;
+    plan.grid = static_cast<int32_t>(std::min<int64_t>({grid, shape.max_rows, kMaxShortRowGrid}));
+    plan.workspace_bytes = static_cast<size_t>(cuda::kHeaderBytes);
+    return plan;
+  }
   if (shape.k > kCudaMaxFastK) {
     // General path: global output staging and sort scratch; exact route.
     plan.route = Route::kGeneralExact;

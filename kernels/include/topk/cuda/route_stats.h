@@ -31,4 +31,6 @@
   /* radix refinement of the candidates */                                     \
   X(cycles_refine, kCyclesRefine)                                              \
   /* output (sort, write) */                                                   \
-  X(cycles_finalize, kCyclesFinalize)
+  X(cycles_finalize, kCyclesFinalize)                                          \
+  /* rows the short-row route served (one CTA per row, no sampling) */         \
+  X(short_rows, kShortRows)

@@ -1,0 +1,219 @@
+// The short-row route (docs/design.md section 3): one small CTA per row and
+// many CTAs per SM, so the latency-bound steps of one row (boundary searches,
+// refinement levels, output) hide behind the other rows' streaming. The
+// coarse histogram of the row localises the K-th value exactly (no
+// certification step: the count is exact by construction), a second pass
+// (served from L2: the row was read microseconds before) commits every value
+// above its coarse bin and collects the bin, and refinement runs on the bin
+// alone.
+#include "cta_state.cuh"
+#include "routes.h"
+#include "select_row.cuh"
+
+namespace topk::cuda {
+namespace {
+
+constexpr int kB = kShortRowThreads;
+
+// The CTA's shared state; the frontier arena and, in the sorted and
+// deterministic modes, the output staging follow it in dynamic shared memory.
+struct __align__(16) ShortRowState {
+  uint32_t hist[kCoarseBins];  // coarse bins, then the bin's level-0 digits
+  BoundaryScratch scratch;
+  uint32_t out_count;   // committed indices
+  uint32_t cand_count;  // values in the boundary bin (stored or not)
+  uint32_t next_count;  // refinement
+  uint32_t tie_count;   // refinement
+  uint32_t nan;
+  float t_bin;    // CoarseCutoff(bin): the smallest value of the boundary bin
+  float t_above;  // CoarseCutoff(bin - 1): every value >= it is committed
+};
+
+// Sorted and deterministic rows stage their K indices in shared memory and
+// sort them in the arena (the frontiers are dead by then); unsorted rows
+// commit straight to the output row.
+__host__ __device__ constexpr int64_t ArenaBytes(int32_t k, bool staged) {
+  const int64_t frontiers = 8 * int64_t{kShortRowCandidates + kShortRowFrontier};
+  int64_t sort = 1;
+  while (sort < k) sort <<= 1;
+  return staged && 8 * sort > frontiers ? 8 * sort : frontiers;
+}
+__host__ __device__ constexpr int64_t SharedBytes(int32_t k, bool staged) {
+  return static_cast<int64_t>(sizeof(ShortRowState)) + ArenaBytes(k, staged) +
+         (staged ? (4 * int64_t{k} + 15) / 16 * 16 : 0);
+}
+static_assert(SharedBytes(4096, true) <= 64 * 1024, "K = 4096 sorted fits 3 CTAs per SM");
+
+// Second pass over the row: x >= t_above is committed to out_buf, the
+// boundary bin t_bin <= x < t_above goes to the frontier fa with its level-0
+// digit (the 11 key bits above shift0) counted into s.hist. take_all: the
+// whole bin belongs to the answer, every x >= t_bin is committed.
+__device__ __noinline__ void CommitAndCollect(ShortRowState& s, const float* __restrict__ row,
+                                              uint32_t L, float t_bin, float t_above, bool take_all,
+                                              int shift0, const Frontier fa, uint32_t* out_buf) {
+  uint32_t min_key = 0xFFFFFFFFu;  // AppendQuad's; the bin's key range is known
+  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+    const unsigned in_bin_or_above = AtLeastMask(v, t_bin) & valid;
+    const unsigned above = AtLeastMask(v, t_above) & valid;  // x >= NaN is false
+    const unsigned commit = take_all ? in_bin_or_above : above;
+    const unsigned collect = take_all ? 0u : (in_bin_or_above & ~above);
+    if (__any_sync(kFullMask, commit != 0u)) {
+      uint32_t total;
+      const uint32_t excl = WarpPrefix4(__popc(commit), &total);
+      uint32_t base = 0;
+      if ((threadIdx.x & 31) == 0) base = atomicAdd(&s.out_count, total);
+      uint32_t pos = __shfl_sync(kFullMask, base, 0) + excl;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if ((commit >> j) & 1u) out_buf[pos++] = idx0 + j;
+      }
+    }
+    if (__any_sync(kFullMask, collect != 0u)) {
+      AppendQuad(v, idx0, collect, fa, &s.cand_count, min_key);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        AggregatedCount((collect >> j) & 1u, (Key32(Lane(v, j)) >> shift0) & 0x7FFu, s.hist);
+      }
+    }
+  });
+}
+
+// Selects row r on this CTA. Every thread calls it; it synchronises on exit.
+__device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArgs& a,
+                                               const KernelParams& p, int64_t r) {
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  const bool staged = p.sorted != 0 || p.deterministic != 0;
+  uint32_t* arena = reinterpret_cast<uint32_t*>(&s + 1);
+  const Frontier fa{arena, arena + kShortRowCandidates, kShortRowCandidates, nullptr, nullptr, 0};
+  uint32_t* arena_b = arena + 2 * kShortRowCandidates;
+  const Frontier fb{arena_b, arena_b + kShortRowFrontier, kShortRowFrontier, nullptr, nullptr, 0};
+  const float* row = RowScores(a, r);
+  const int64_t length = a.lengths[r];
+  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  uint32_t* out_buf =
+      staged ? arena + ArenaBytes(p.k, true) / 4 : reinterpret_cast<uint32_t*>(out_row);
+  if (length < 0 || length > a.width) {
+    FillEmpty<kB>(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
+    __syncthreads();
+    return;
+  }
+  const uint32_t L = static_cast<uint32_t>(length);
+  if (tid == 0) s.out_count = 0u, s.cand_count = 0u, s.nan = 0u;
+  for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
+  __syncthreads();
+  long long clock_mark = clock64();
+  auto lap = [&](Stat st) {
+    if (tid == 0) {
+      const long long now = clock64();
+      AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
+      clock_mark = now;
+    }
+  };
+  uint32_t count = L;
+  if (L <= k) {
+    unsigned nan = 0;
+    for (uint32_t i = tid; i < L; i += kB) {
+      out_buf[i] = i;
+      nan |= IsNan(row[i]) ? 1u : 0u;
+    }
+    if (nan) s.nan = 1u;
+    __syncthreads();
+  } else {
+    // Pass 1: the coarse histogram of the whole row gives the bin that holds
+    // the K-th value, `below` values above it and `in_bin` in it.
+    CoarseHistPass<kB>(row, L, s.hist, &s.nan);
+    const Boundary bd = FindBoundary<kB>(s.hist, kCoarseBins, k, s.scratch);
+    if (!s.nan) {
+      const uint32_t quota = k - bd.below;  // 1 <= quota <= in_bin
+      const bool take_all = bd.in_bin == quota;
+      if (tid < 64) {
+        const float t = WarpCoarseCutoff(tid < 32 ? bd.bin : bd.bin - 1u);
+        if (tid == 0) s.t_bin = t;
+        if (tid == 32) s.t_above = t;
+      }
+      for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
+      __syncthreads();
+      lap(Stat::kCyclesProposal);
+      const float t_bin = s.t_bin, t_above = s.t_above;
+      // The bin's keys lie in (Key32(t_above), Key32(t_bin)]: their common
+      // leading bits are known before any of them is seen, so the pass can
+      // count their level-0 digits as it collects them.
+      const uint32_t lowest_key = IsNan(t_above) ? kKeyOfPlusInf : Key32(t_above) + 1u;
+      const int top = CommonKeyBits(lowest_key, Key32(t_bin));
+      CommitAndCollect(s, row, L, t_bin, t_above, take_all, Level0Shift(top), fa, out_buf);
+      __syncthreads();
+      lap(Stat::kCyclesAdmit);
+      const uint32_t collected = s.cand_count;
+      uint32_t rescans = 0;
+      if (!take_all) {
+        rescans = Refine<kB>(s, row, L, t_bin, t_above, collected, fa, fb, quota,
+                             p.deterministic != 0, top, RefineOut{out_buf, &s.out_count});
+      }
+      if (tid == 0) {
+        AddStat(p, Stat::kRows, 1);
+        AddStat(p, Stat::kShortRows, 1);
+        AddStat(p, Stat::kCandidates, collected);
+        if (rescans) AddStat(p, Stat::kRescans, rescans);
+      }
+      __syncthreads();
+      count = s.out_count;
+      lap(Stat::kCyclesRefine);
+    }
+  }
+  if (s.nan) {
+    FillEmpty<kB>(out_row, k);
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+  } else {
+    if (staged) {
+      FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0,
+                      reinterpret_cast<uint64_t*>(arena));
+    } else {
+      for (uint32_t i = count + tid; i < k; i += kB) out_row[i] = -1;
+    }
+    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
+  }
+  __syncthreads();
+  lap(Stat::kCyclesFinalize);
+}
+
+__global__ void __launch_bounds__(kShortRowThreads, kShortRowMinBlocks)
+    ShortRowKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                   const KernelParams p) {
+  extern __shared__ uint4 smem_raw[];
+  ShortRowState& s = *reinterpret_cast<ShortRowState*>(smem_raw);
+  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  for (int64_t r = blockIdx.x; r < a.num_rows; r += gridDim.x) SelectShortRow(s, a, p, r);
+}
+
+}  // namespace
+
+size_t ShortRowSharedBytes(int32_t k, bool staged) {
+  return static_cast<size_t>(SharedBytes(k, staged));
+}
+
+cudaError_t ConfigureShortRowRoute() {
+  return cudaFuncSetAttribute(ShortRowKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(SharedBytes(kShortRowMaxK, true)));
+}
+
+cudaError_t ShortRowOccupancy(int32_t k, bool staged, int* ctas_per_sm) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, ShortRowKernel,
+                                                       kShortRowThreads, SharedBytes(k, staged));
+}
+
+cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
+                           const KernelParams& params, int grid, cudaStream_t stream) {
+  if (params.k > kShortRowMaxK) return cudaErrorInvalidValue;
+  // The row claim counters are unused here but zeroed too: every launch
+  // leaves them 0 (the workspace contract the tests check).
+  const cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+  if (e != cudaSuccess) return e;
+  const bool staged = params.sorted != 0 || params.deterministic != 0;
+  ShortRowKernel<<<grid, kShortRowThreads, ShortRowSharedBytes(params.k, staged), stream>>>(
+      args, dev_args, params);
+  return cudaGetLastError();
+}
+
+}  // namespace topk::cuda

@@ -1,0 +1,276 @@
+// GPU tests of the short-row route (Route::kShortRowExact: one CTA per row,
+// the coarse histogram of the whole row, refinement of the boundary bin):
+// every generator, K, layout and mode; a boundary bin wider than the shared
+// store (the band-filtered re-scans); infinity floods; NaN and bad lengths;
+// graph replays over a grid smaller than the rows. Every test asserts that
+// the route ran (plan and kernel counters). Skips without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "selector_fixture.h"
+#include "short_row_matrices.h"
+#include "topk/keys.h"
+
+namespace topk::cuda_test {
+namespace {
+
+// Every bucket up to this width takes the short-row route in these tests.
+constexpr int64_t kForcedReach = int64_t{1} << 20;
+
+class ShortRowRouteTest : public CudaSelectorTest {
+ protected:
+  std::unique_ptr<CudaSelector> MakeShortRow(CudaSelectorConfig c = {}) {
+    c.short_row_max_width = kForcedReach;
+    auto s = CudaSelector::Create(c);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+
+  // Runs m on the short-row route and checks every row against the verifier
+  // and the reference (bit-identical where the answer is unique: L <= K or
+  // deterministic), the route in the plan and in the kernel's counters.
+  void CheckRoute(CudaSelector& sel, const ScoreMatrix& m, int32_t k, const SelectOptions& o,
+                  const std::string& what) {
+    std::vector<int32_t> out;
+    std::vector<RowStatus> status;
+    Plan plan;
+    RunOn(sel, m, k, o, &out, &status, &plan);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(plan.route, Route::kShortRowExact) << what;
+    ASSERT_OK(testing::VerifySelection(m.batch(), k, o, out.data(), status.data()));
+    std::vector<int32_t> ref(out.size());
+    std::vector<RowStatus> ref_status(m.rows);
+    ASSERT_OK(testing::ReferenceSelect(m.batch(), k, o, OutputView{ref.data(), ref_status.data()}));
+    int64_t served = 0;
+    for (int64_t r = 0; r < m.rows; ++r) {
+      ASSERT_EQ(status[r], ref_status[r]) << what << " row " << r;
+      if (o.deterministic || m.lengths[r] <= k) {
+        ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * 4))
+            << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
+      }
+      served += status[r] == RowStatus::kOk && m.lengths[r] > k ? 1 : 0;
+    }
+    ASSERT_EQ(last_stats_.short_rows, served) << what;
+    ASSERT_EQ(last_stats_.rows, served) << what;
+    ASSERT_EQ(last_stats_.exact_rows, 0) << what;
+    ASSERT_EQ(last_stats_.sampled, 0) << what;
+    ASSERT_EQ(last_stats_.exact_recovery, 0) << what;
+  }
+};
+
+TEST_F(ShortRowRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
+  auto sel = MakeShortRow();
+  ASSERT_NE(sel, nullptr);
+  uint64_t seed = 100;
+  for (Distribution d : testing::kAllDistributions) {
+    for (int32_t k : {1, 64, 512, 2048, 4096}) {
+      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          const float padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
+          SelectOptions o;
+          o.sorted = mode & 1;
+          o.deterministic = mode & 2;
+          const std::string what = std::string(testing::DistributionName(d)) +
+                                   " k=" + std::to_string(k) +
+                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
+                                   std::to_string(mode);
+          CheckRoute(*sel, ShortRows(d, k, layout, padding, ++seed), k, o, what);
+          if (HasFatalFailure()) return;
+          // Longer rows (the 32K-64K buckets) for the rank the route is for.
+          if (k == 2048 && mode != 1) {
+            CheckRoute(*sel, ShortRows(d, k, layout, padding, ++seed, 40000), k, o, what + " 40K");
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The value `steps` representable floats above x.
+float FloatsAbove(float x, int steps) {
+  for (int i = 0; i < steps; ++i) x = std::nextafter(x, std::numeric_limits<float>::infinity());
+  return x;
+}
+
+// Rows whose boundary bin holds far more values than the shared store
+// (kShortRowCandidates), so refinement re-scans the row, and whose values
+// just above that bin share the leading key bits of the bin's values: a
+// re-scan that filtered on x >= cut alone would classify them again. Row 0:
+// 300 values at the bottom of the bin above, 11700 distinct values inside one
+// coarse bin; row 1: the same with 50-way ties inside the bin; row 2: a
+// constant row (every level's frontier is the whole row).
+ScoreMatrix WideBoundaryBinRows() {
+  constexpr int64_t kWidth = 12000;
+  constexpr int kAbove = 300;
+  const float base = 0.7f;
+  const uint32_t bin = Coarse(base);
+  const float above_start = CoarseCutoff(bin - 1);  // smallest value of the bin above
+  ScoreMatrix m;
+  m.rows = 3;
+  m.width = kWidth;
+  m.pitch = kWidth;
+  m.scores.assign(m.rows * kWidth, 0.f);
+  std::mt19937_64 rng(42);
+  for (int64_t r = 0; r < 2; ++r) {
+    std::vector<float> row;
+    for (int i = 0; i < kAbove; ++i) row.push_back(FloatsAbove(above_start, i));
+    for (int64_t i = kAbove; i < kWidth; ++i) {
+      const int step = static_cast<int>(r == 0 ? i : i / 50);
+      row.push_back(FloatsAbove(base, step));
+    }
+    std::shuffle(row.begin(), row.end(), rng);
+    std::copy(row.begin(), row.end(), m.scores.begin() + r * kWidth);
+  }
+  std::fill(m.scores.begin() + 2 * kWidth, m.scores.end(), 3.25f);
+  m.lengths.assign(m.rows, static_cast<int32_t>(kWidth));
+  return m;
+}
+
+TEST_F(ShortRowRouteTest, BoundaryBinWiderThanTheStore) {
+  const ScoreMatrix m = WideBoundaryBinRows();
+  // The construction holds: one coarse bin below the bin of the 300 values.
+  const float base = 0.7f;
+  for (int64_t r = 0; r < 2; ++r) {
+    int in_bin = 0, above = 0;
+    for (int64_t i = 0; i < m.width; ++i) {
+      const uint32_t c = Coarse(m.scores[r * m.pitch + i]);
+      in_bin += c == Coarse(base) ? 1 : 0;
+      above += c == Coarse(base) - 1 ? 1 : 0;
+    }
+    ASSERT_EQ(above, 300);
+    ASSERT_EQ(in_bin, m.width - 300);
+  }
+  auto sel = MakeShortRow();
+  ASSERT_NE(sel, nullptr);
+  for (int mode = 0; mode < 4; ++mode) {
+    SelectOptions o;
+    o.sorted = mode & 1;
+    o.deterministic = mode & 2;
+    for (int32_t k : {512, 2048, 4096}) {
+      CheckRoute(*sel, m, k, o,
+                 "wide bin k=" + std::to_string(k) + " mode " + std::to_string(mode));
+      if (HasFatalFailure()) return;
+      EXPECT_GT(last_stats_.rescans, 0) << "the re-scan fallback did not run";
+    }
+  }
+}
+
+// +inf and -inf floods: the K-th value is +inf (ties), -inf (ties), or finite
+// between them; with a NaN row and an all -inf row.
+TEST_F(ShortRowRouteTest, InfinityFloods) {
+  constexpr int64_t kWidth = 9000;
+  const float inf = std::numeric_limits<float>::infinity();
+  ScoreMatrix m;
+  m.rows = 5;
+  m.width = kWidth;
+  m.pitch = kWidth;
+  m.scores.assign(m.rows * kWidth, 0.f);
+  m.lengths.assign(m.rows, static_cast<int32_t>(kWidth));
+  std::mt19937_64 rng(7);
+  std::normal_distribution<float> normal;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t i = 0; i < kWidth; ++i) {
+      float x = normal(rng);
+      const uint64_t u = rng() % 9000;
+      if (r == 0 && u < 3000) x = inf;                         // K-th is +inf
+      if (r == 1 && u < 8000) x = -inf;                        // K-th is -inf
+      if (r == 2) x = u < 1000 ? inf : (u < 6000 ? -inf : x);  // finite between
+      if (r == 3) x = -inf;
+      if (r == 4 && i == 4321) x = std::numeric_limits<float>::quiet_NaN();
+      m.scores[r * kWidth + i] = x;
+    }
+  }
+  auto sel = MakeShortRow();
+  ASSERT_NE(sel, nullptr);
+  for (int mode = 0; mode < 4; ++mode) {
+    SelectOptions o;
+    o.sorted = mode & 1;
+    o.deterministic = mode & 2;
+    CheckRoute(*sel, m, 2048, o, "infinity floods mode " + std::to_string(mode));
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_F(ShortRowRouteTest, NanRowsAndBadLengths) {
+  auto sel = MakeShortRow();
+  ASSERT_NE(sel, nullptr);
+  const int32_t k = 512;
+  ScoreMatrix m = ShortRows(Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
+  // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  m.scores[2 * m.pitch + k - 2] = nan;         // L <= K row
+  m.scores[4 * m.pitch + 0] = nan;             // first value (head scalar or body)
+  m.scores[5 * m.pitch + kShortT - 2] = nan;   // last value of L = T-1 (tail)
+  m.scores[6 * m.pitch + 7000] = nan;          // body
+  m.scores[7 * m.pitch + m.lengths[7]] = nan;  // just beyond L: ignored
+  m.lengths[3] = -1;
+  m.lengths[8] = static_cast<int32_t>(kShortT + 1);  // > width
+  std::vector<int32_t> out;
+  std::vector<RowStatus> status;
+  Plan plan;
+  RunOn(*sel, m, k, {}, &out, &status, &plan);
+  ASSERT_EQ(plan.route, Route::kShortRowExact);
+  const RowStatus want[] = {RowStatus::kOk,        RowStatus::kOk,  RowStatus::kNan,
+                            RowStatus::kBadLength, RowStatus::kNan, RowStatus::kNan,
+                            RowStatus::kNan,       RowStatus::kOk,  RowStatus::kBadLength};
+  for (int r = 0; r < 9; ++r) {
+    EXPECT_EQ(status[r], want[r]) << "row " << r;
+    if (want[r] != RowStatus::kOk) {
+      for (int i = 0; i < k; ++i) ASSERT_EQ(out[r * k + i], -1) << "row " << r;
+    }
+  }
+  EXPECT_EQ(out[0], -1);  // L = 0
+  EXPECT_EQ(out[k], 0);   // L = 1
+  EXPECT_EQ(out[k + 1], -1);
+  EXPECT_EQ(last_stats_.short_rows, 1);  // row 7: the only row with L > K and no NaN
+  RowBatch one = m.batch();
+  one.num_rows = 1;
+  one.scores = m.scores.data() + 7 * m.pitch;
+  one.lengths = m.lengths.data() + 7;
+  ASSERT_OK(testing::VerifySelection(one, k, {}, out.data() + 7 * k, status.data() + 7));
+}
+
+// A grid smaller than the rows (each CTA strides over several), replayed from
+// one captured graph for live M in {0, 1, grid-1, grid, grid+1, cap}.
+TEST_F(ShortRowRouteTest, GraphReplayWithLiveRows) {
+  CudaSelectorConfig c;
+  c.grid_override = 100;
+  auto sel = MakeShortRow(c);
+  ASSERT_NE(sel, nullptr);
+  auto plan = sel->MakePlan(ProblemShape{2048, 140, 20000, Layout::kPitched}, {});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->route, Route::kShortRowExact);
+  ASSERT_EQ(plan->grid, 100);
+  CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 1700);
+}
+
+// Small configuration for compute-sanitizer (memcheck, racecheck): the
+// constant rows take the re-scan fallback, the sorted rows the staged output.
+TEST_F(ShortRowRouteTest, SanitizerSmall) {
+  auto sel = MakeShortRow();
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kConstant, Distribution::kFp8Ties}) {
+    for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+      for (int mode : {0, 3}) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        CheckRoute(*sel,
+                   ShortRows(d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11, 3000),
+                   256, o, "short-row route sanitizer");
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace topk::cuda_test
