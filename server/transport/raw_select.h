@@ -26,6 +26,9 @@ struct RawSelectRequest {
   int64_t scores_offset = 0;     // where the score bytes start in the message
   int64_t scores_size = 0;
   std::string request_id;
+  // The message names regions (region_rows, output, session_id or
+  // ordering): the region path decodes it in full (see region_service.h).
+  bool references_regions = false;
 };
 
 // Decodes `buffer` (a serialized topk.v1.SelectRequest). INVALID_ARGUMENT
