@@ -149,6 +149,10 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
     }
   }
   if (!in.ConsumedEntireMessage()) return Malformed("truncated");
+  if (out.references_regions) {
+    grpc::ProtoBufferReader full(Mutable(&buffer));
+    if (!out.by_reference.ParseFromZeroCopyStream(&full)) return Malformed("region fields");
+  }
   return absl::OkStatus();
 }
 

@@ -27,8 +27,12 @@ struct RawSelectRequest {
   int64_t scores_size = 0;
   std::string request_id;
   // The message names regions (region_rows, output, session_id or
-  // ordering): the region path decodes it in full (see region_service.h).
+  // ordering). Such a message carries no large score payload of its own
+  // (its rows are elsewhere), so it is then also decoded in full by
+  // protobuf, into `by_reference`, which the region path reads; and a
+  // message protobuf refuses is refused here too.
   bool references_regions = false;
+  v1::SelectRequest by_reference;
 };
 
 // Decodes `buffer` (a serialized topk.v1.SelectRequest). INVALID_ARGUMENT

@@ -300,17 +300,11 @@ absl::StatusOr<void*> BindEvent(const RegionRegistry& registry, const std::strin
 }  // namespace
 
 absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContext* context,
-                                                      const grpc::ByteBuffer& request,
                                                       const RawSelectRequest& raw,
                                                       const RowSource* inline_rows,
                                                       RegionBinding& binding) const {
   if (absl::Status s = CheckAllowed(context); !s.ok()) return s;
-  v1::SelectRequest message;
-  if (grpc::Status parsed = grpc::GenericDeserialize<grpc::ProtoBufferReader, v1::SelectRequest>(
-          const_cast<grpc::ByteBuffer*>(&request), &message);
-      !parsed.ok()) {
-    return absl::InvalidArgumentError("request: not a valid topk.v1.SelectRequest");
-  }
+  const v1::SelectRequest& message = raw.by_reference;
   const RequestLimits& limits = engine_->limits();
   if (message.session_id().empty()) {
     return absl::InvalidArgumentError("session_id: required when the request names regions");

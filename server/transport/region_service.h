@@ -71,12 +71,11 @@ class RegionService {
   grpc::Status List(grpc::CallbackServerContext* context, const v1::ListRegionsRequest& request,
                     v1::ListRegionsResponse& response);
 
-  // Binds a Select request that names regions (raw.references_regions).
-  // `request` is the whole message (small: its rows are elsewhere, or in
-  // `inline_rows` when only the output is by reference). On success the
-  // returned input points into `binding`, which must outlive the job.
+  // Binds a Select request that names regions (raw.references_regions,
+  // decoded in full in raw.by_reference); its inline rows, when only the
+  // output is by reference, are `inline_rows`. On success the returned
+  // input points into `binding` and `raw`, which must outlive the job.
   absl::StatusOr<SelectInput> BindSelect(grpc::CallbackServerContext* context,
-                                         const grpc::ByteBuffer& request,
                                          const RawSelectRequest& raw, const RowSource* inline_rows,
                                          RegionBinding& binding) const;
 

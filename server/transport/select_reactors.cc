@@ -113,7 +113,7 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   void StartByReference() {
     if (raw_.has_inline_rows) rows_.emplace(request_, raw_.scores_offset, raw_.scores_size);
     absl::StatusOr<SelectInput> input = select_.regions->BindSelect(
-        context_, *request_, raw_, rows_.has_value() ? &*rows_ : nullptr, regions_);
+        context_, raw_, rows_.has_value() ? &*rows_ : nullptr, regions_);
     if (!input.ok()) {
       Finish(Fail(select_, input.status()));
       return;
