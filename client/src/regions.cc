@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -18,12 +17,6 @@ namespace {
 absl::Status ToAbsl(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
-
-int64_t NowUs() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
 }
 
 void SetSlice(const RegionSlice& slice, v1::RegionRef& out) {
@@ -88,7 +81,9 @@ void SharedMemorySegment::Reset() {
 }
 
 RegionSession::RegionSession(std::shared_ptr<grpc::Channel> channel)
-    : channel_(std::move(channel)), stub_(v1::TopK::NewStub(channel_)) {}
+    : channel_(std::move(channel)),
+      stub_(v1::TopK::NewStub(channel_)),
+      selects_(std::make_unique<Client>(channel_)) {}
 
 absl::StatusOr<std::unique_ptr<RegionSession>> RegionSession::Open(const Client& client) {
   auto session = std::unique_ptr<RegionSession>(new RegionSession(client.channel()));
@@ -240,31 +235,7 @@ absl::StatusOr<SelectResult> RegionSession::Select(int32_t k, const RegionRowsRe
 
 absl::StatusOr<SelectResult> RegionSession::Select(const v1::SelectRequest& request,
                                                    const CallOptions& options) {
-  grpc::ClientContext context;
-  if (options.timeout != absl::InfiniteDuration()) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + options.timeout));
-  }
-  context.set_wait_for_ready(!options.fail_fast);
-  v1::SelectResponse response;
-  const int64_t start = NowUs();
-  const grpc::Status status = stub_->Select(&context, request, &response);
-  const int64_t elapsed = NowUs() - start;
-  if (!status.ok()) return ToAbsl(status);
-  absl::StatusOr<SelectResult> result;
-  if (request.has_output()) {
-    // The answer is in the output region; the reply carries no indices.
-    if (!response.indices().empty() || !response.values().empty()) {
-      return absl::DataLossError("response: indices sent although the output is by reference");
-    }
-    result = SelectResult{.num_rows = response.num_rows(), .k = response.k()};
-    result->server = {.queue_us = response.timings().queue_us(),
-                      .device_us = response.timings().device_us(),
-                      .total_us = response.timings().total_us()};
-  } else {
-    result = DecodeResponse(response);
-  }
-  if (result.ok()) result->client_us = elapsed;
-  return result;
+  return selects_->Select(request, options);
 }
 
 }  // namespace topk::client

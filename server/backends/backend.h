@@ -52,8 +52,11 @@ struct SelectRows {
   int64_t num_rows = 0;
   int64_t total_elements = 0;  // sum(lengths)
   // Lengths on the source's GPU (CUDA IPC regions): the CUDA backend reads
-  // these instead of uploading `lengths`, which is then null.
+  // these instead of uploading `lengths`, which is then null, and selects
+  // with `width` (the client's bound, which the transport checked every
+  // row's extent against) so the selector refuses any longer row.
   const int32_t* device_lengths = nullptr;
+  int64_t width = 0;
   GpuOrderingEvents ordering;
 };
 

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "spdlog/spdlog.h"
+#include "topk/cuda/resources.h"
 #include "topk/cuda/status.h"
 #endif
 
@@ -153,13 +154,12 @@ class CudaIpcRegion final : public Region {
 
 class CudaIpcEventRegion final : public Region {
  public:
-  CudaIpcEventRegion(cudaEvent_t event, int ordinal)
-      : Region(RegionKind::kCudaEvent, nullptr, 0, ordinal), event_(event) {}
-  ~CudaIpcEventRegion() override { cudaEventDestroy(event_); }
-  void* cuda_event() const override { return event_; }
+  CudaIpcEventRegion(cuda::Event event, int ordinal)
+      : Region(RegionKind::kCudaEvent, nullptr, 0, ordinal), event_(std::move(event)) {}
+  void* cuda_event() const override { return event_.get(); }
 
  private:
-  cudaEvent_t event_;
+  cuda::Event event_;
 };
 
 // Restores the calling thread's current device on scope exit (gRPC threads
@@ -241,7 +241,8 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handl
         absl::StrCat("cuda_event.ipc_event_handle: cudaIpcOpenEventHandle on device ", *ordinal,
                      ": ", cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
   }
-  return std::unique_ptr<Region>(std::make_unique<CudaIpcEventRegion>(event, *ordinal));
+  return std::unique_ptr<Region>(
+      std::make_unique<CudaIpcEventRegion>(cuda::Event(event), *ordinal));
 }
 
 absl::Status CopyFromGpuRegion(const Region& region, uint64_t offset, size_t bytes, void* dest) {

@@ -91,6 +91,7 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
                                .num_rows = rows,
                                .total_elements = offset,
                                .device_lengths = input.device_lengths,
+                               .width = input.max_length,
                                .ordering = input.ordering};
   const SelectResults results{
       .indices = in_place ? target->indices : indices_.data(),

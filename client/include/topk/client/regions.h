@@ -150,6 +150,7 @@ class RegionSession {
   RegionSession(std::shared_ptr<grpc::Channel> channel);
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::TopK::Stub> stub_;
+  std::unique_ptr<Client> selects_;
   std::unique_ptr<grpc::ClientContext> stream_context_;
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> stream_;
   std::string id_;
