@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,7 +47,9 @@ bool HaveGpu() {
 class ServerProcess {
  public:
   ServerProcess() : socket_(absl::StrCat("/tmp/topk-cuda-region-", getpid(), ".sock")) {
-    const std::string binary = TOPK_SERVER_BINARY;
+    // TOPK_SERVER_BINARY in the environment: a relocated build's server.
+    const char* relocated = std::getenv("TOPK_SERVER_BINARY");
+    const std::string binary = relocated != nullptr ? relocated : TOPK_SERVER_BINARY;
     std::vector<std::string> args = {
         binary,         "--backend=cuda",          "--enable_regions", "--metrics_listen=",
         "--max_k=2048", "--listen=unix:" + socket_};

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -185,7 +186,9 @@ TEST(RegionLifetime, KilledClientLosesItsRegionsAndNothingElse) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, out[0]);
-  const std::string child = REGION_SESSION_CHILD;
+  // REGION_SESSION_CHILD in the environment: a relocated build's helper.
+  const char* relocated = std::getenv("REGION_SESSION_CHILD");
+  const std::string child = relocated != nullptr ? relocated : REGION_SESSION_CHILD;
   const std::string target = "--target=" + t.server->address();
   const std::string shm = "--shm_name=" + shm_name;
   char* argv[] = {const_cast<char*>(child.c_str()), const_cast<char*>(target.c_str()),
