@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,33 +17,51 @@ namespace {
 
 std::string OsError(int error) { return std::strerror(error); }
 
-// An mmap'd window of a shared-memory object; unmapped on destruction.
-class ShmRegion final : public Region {
- public:
-  ShmRegion(void* mapping, size_t mapping_bytes, size_t usable_offset, uint64_t byte_size)
-      : Region(RegionKind::kShm, static_cast<std::byte*>(mapping) + usable_offset, byte_size, -1),
-        mapping_(mapping),
-        mapping_bytes_(mapping_bytes) {}
-  ~ShmRegion() override { munmap(mapping_, mapping_bytes_); }
-
- private:
-  void* mapping_;
-  size_t mapping_bytes_;
-};
-
-// Closes a file descriptor on scope exit.
+// Owns a file descriptor.
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
   ~Fd() {
     if (fd_ >= 0) close(fd_);
   }
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
   int get() const { return fd_; }
 
  private:
   int fd_;
+};
+
+// An mmap'd window of a shared-memory object; unmapped on destruction. It
+// keeps the object open to see its size change (CheckIntact).
+class ShmRegion final : public Region {
+ public:
+  ShmRegion(Fd fd, void* mapping, size_t mapping_bytes, size_t usable_offset, uint64_t byte_size,
+            uint64_t needed_object_bytes)
+      : Region(RegionKind::kShm, static_cast<std::byte*>(mapping) + usable_offset, byte_size, -1),
+        fd_(std::move(fd)),
+        mapping_(mapping),
+        mapping_bytes_(mapping_bytes),
+        needed_object_bytes_(needed_object_bytes) {}
+  ~ShmRegion() override { munmap(mapping_, mapping_bytes_); }
+
+  absl::Status CheckIntact() const override {
+    struct stat info {};
+    if (fstat(fd_.get(), &info) != 0 ||
+        static_cast<uint64_t>(info.st_size) < needed_object_bytes_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the shared-memory object shrank below the registered range (",
+                       needed_object_bytes_, " bytes); unregister and register it again"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Fd fd_;
+  void* mapping_;
+  size_t mapping_bytes_;
+  uint64_t needed_object_bytes_;
 };
 
 }  // namespace
@@ -83,7 +102,7 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
     return absl::InvalidArgumentError(
         absl::StrCat("shm: offset ", offset, " + byte_size ", byte_size, " overflows"));
   }
-  const Fd fd(shm_open(shm_name.c_str(), O_RDWR, 0));
+  Fd fd(shm_open(shm_name.c_str(), O_RDWR, 0));
   if (fd.get() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm.shm_name: shm_open('", shm_name, "'): ", OsError(errno)));
@@ -114,8 +133,8 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
     return absl::InvalidArgumentError(
         absl::StrCat("shm: mmap('", shm_name, "', ", map_bytes, " bytes): ", OsError(errno)));
   }
-  return std::make_unique<ShmRegion>(mapping, static_cast<size_t>(map_bytes),
-                                     static_cast<size_t>(lead), byte_size);
+  return std::make_unique<ShmRegion>(std::move(fd), mapping, static_cast<size_t>(map_bytes),
+                                     static_cast<size_t>(lead), byte_size, offset + byte_size);
 }
 
 }  // namespace topk::server

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -39,6 +40,11 @@ class Region {
   // The cudaEvent_t of a kCudaEvent region (null otherwise), untyped so that
   // this header needs no CUDA.
   virtual void* cuda_event() const { return nullptr; }
+
+  // Whether the memory is still all there. A shared-memory object can be
+  // shrunk by its owner after registration, and reading past its new end
+  // would fault: requests check this before they are queued.
+  virtual absl::Status CheckIntact() const { return absl::OkStatus(); }
 
   // Requests that hold the region right now (RegionLease).
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }

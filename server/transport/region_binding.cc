@@ -53,6 +53,10 @@ class Binder {
                        DeviceName(*device_), " (wrong device: one request, one device)"));
     }
     device_ = region.device_ordinal();
+    if (absl::Status intact = region.CheckIntact(); !intact.ok()) {
+      return absl::Status(intact.code(),
+                          absl::StrCat(field, ".region: '", ref.region(), "': ", intact.message()));
+    }
     if (ref.offset() > region.byte_size()) {
       return absl::InvalidArgumentError(absl::StrCat(field, ".offset: ", ref.offset(),
                                                      " is past the region's ", region.byte_size(),

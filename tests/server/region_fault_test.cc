@@ -1,6 +1,10 @@
 // Every malformed reference through the real server: the request fails with
 // the documented code and a message naming the field (and the row), before
 // any selection runs; and the server goes on answering correctly after it.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <limits>
 
 #include "gtest/gtest.h"
@@ -222,6 +226,19 @@ TEST_F(RegionFaults, BadHandlesAndNames) {
   absl::StatusOr<std::vector<v1::RegionInfo>> listed = session_->List();
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ(listed->size(), 1u);  // nothing above was registered
+}
+
+TEST_F(RegionFaults, ShrunkSharedMemoryIsRefused) {
+  // The owner truncates the object after registering it: reading the lost
+  // range would fault, so requests are refused instead.
+  const int fd = shm_open(laid_.segment.name().c_str(), O_RDWR, 0);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 4096), 0);
+  close(fd);
+  absl::StatusOr<client::SelectResult> result = session_->Select(Valid());
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
+  EXPECT_NE(result.status().message().find("shrank"), std::string::npos) << result.status();
 }
 
 TEST(RegionFlag, OffByDefault) {
