@@ -121,6 +121,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
       server->host_ = addresses[i].substr(0, addresses[i].rfind(':'));
     }
   }
+  if (server->port_ == 0) server->host_ = addresses.front();  // unix sockets only
 
   if (!options.metrics_listen.empty()) {
     try {
@@ -145,7 +146,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
-std::string Server::address() const { return absl::StrCat(host_, ":", port_); }
+std::string Server::address() const { return port_ == 0 ? host_ : absl::StrCat(host_, ":", port_); }
 
 void Server::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();

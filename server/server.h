@@ -67,7 +67,8 @@ class Server {
 
   // The bound port of the first TCP address (0 when only unix sockets).
   int port() const { return port_; }
-  // "127.0.0.1:PORT" (the first TCP listen host with the bound port).
+  // "127.0.0.1:PORT" (the first TCP listen host with the bound port), or
+  // the first address when the server listens on unix sockets only.
   std::string address() const;
   // Bound metrics port, or 0 when off.
   int metrics_port() const { return metrics_port_; }

@@ -5,8 +5,10 @@
 # suites on the CUDA backend, the Python/torch client across processes, and
 # the latency table inline vs shm vs ipc (1 x 128K, 8 x 1M, 64 x 128K, K=2048,
 # 1 and 8 clients) written as CSV.
-# Usage: regions-h200.sh RELOCATED_ROOT OUT_DIR
+# Usage: regions-h200.sh RELOCATED_ROOT OUT_DIR [python]
+# (`python`: only the Python/torch part.)
 set -uo pipefail
+only=${3:-all}
 root=$(cd "$1" && pwd) out=$2
 mkdir -p "$out"
 bin=$root/bin
@@ -14,6 +16,7 @@ sock=/tmp/topk-regions.sock
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 nvidia-smi -L | tee -a "$out/summary.txt"
 
+if [ "$only" = all ]; then
 log "C++ CUDA IPC region tests (the test process exports, a topk-server process selects)"
 TOPK_SERVER_BINARY=$bin/topk-server timeout 120 "$bin/region_cuda_test" >"$out/region_cuda_test.log" 2>&1
 echo "rc=$?" | tee -a "$out/summary.txt"; grep -E "^\[  (PASSED|FAILED|SKIPPED)|OK \]|FAILED \]" "$out/region_cuda_test.log" | tee -a "$out/summary.txt"
@@ -24,6 +27,7 @@ for t in region_select_test region_fault_test region_lifetime_test; do
     >"$out/$t.log" 2>&1
   echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/$t.log" | tr '\n' ' ')" | tee -a "$out/summary.txt"
 done
+fi
 
 rm -f "$sock"
 "$bin/topk-server" --backend=cuda --enable_regions --listen="unix:$sock" --metrics_listen= \
@@ -49,6 +53,7 @@ PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True PYTHONPATH=$pyroot timeout 60 "
   "$root/python-tests/torch_ipc_test.py" --target "unix:$sock" --expect_unexportable 2>&1 |
   tail -3 | tee -a "$out/summary.txt"
 
+[ "$only" = python ] && exit 0
 log "latency: inline vs shm vs ipc over the unix socket"
 csv=$out/server_h200_regions.csv
 echo "rows,width,transport,mode,concurrency,req_s,rows_s,gb_s,p50_ms,p90_ms,p99_ms,srv_ms,queue_ms,dev_ms,checked,inexact,errors" >"$csv"
@@ -65,7 +70,7 @@ for shape in "1 131072" "8 1048576" "64 131072"; do
       "$out/lg.txt" >>"$csv"
   done
 done
-column -s, -t "$csv" | tee -a "$out/summary.txt"
+tr ',' '\t' <"$csv" | tee -a "$out/summary.txt"
 
 if command -v nsys >/dev/null; then
   log "copies on the ipc path (nsys: every memcpy the server made for 300 x 64x128K requests)"

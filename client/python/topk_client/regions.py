@@ -54,6 +54,31 @@ def _cuda_allocation_size(pointer: int) -> Optional[int]:
     return size.value
 
 
+# torch's sharing format for a storage's allocation (c10's caching
+# allocator): a version byte, a type byte, then the handle itself: 'c' for a
+# cudaMalloc'd segment (followed by its 64-byte cudaIpcMemHandle_t), 'e' for
+# an expandable segment (followed by torch's own description of its pages,
+# which no cudaIpcMemHandle_t can open). Older torch sent the 64 bytes alone.
+_TORCH_CUDA_MALLOC = ord("c")
+_TORCH_EXPANDABLE_SEGMENT = ord("e")
+_IPC_HANDLE_BYTES = 64
+
+
+def _cuda_ipc_handle(shared: bytes, what: str) -> bytes:
+    if len(shared) == _IPC_HANDLE_BYTES:
+        return shared
+    if len(shared) >= 2 and shared[1] == _TORCH_CUDA_MALLOC and \
+            len(shared) == 2 + _IPC_HANDLE_BYTES:
+        return shared[2:]
+    if len(shared) >= 2 and shared[1] == _TORCH_EXPANDABLE_SEGMENT:
+        raise RegionError(
+            f"{what}: this tensor's storage lives in an expandable segment, which cannot be "
+            "exported as a CUDA IPC memory handle: run with "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor")
+    raise RegionError(f"{what}: torch's sharing handle ({len(shared)} bytes, type "
+                      f"{shared[1:2]!r}) is not a format this client knows")
+
+
 class RegionSession:
     """An OpenSession stream held open; regions registered through it are
     released by the server when it closes (or this process dies)."""
@@ -167,8 +192,9 @@ class ZeroCopyClient:
                 "allocations from expandable segments cannot: run with "
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor") from e
         device, handle, storage_bytes, storage_offset = shared[0], shared[1], shared[2], shared[3]
+        handle = _cuda_ipc_handle(bytes(handle), what)
         base = storage.data_ptr() - storage_offset
-        key = (device, bytes(handle))
+        key = (device, handle)
         end = storage_offset + storage_bytes
         with self._lock:
             cached = self._cuda_regions.get(key)
@@ -176,7 +202,7 @@ class ZeroCopyClient:
                 size = _cuda_allocation_size(base) or end
                 name = f"cuda{next(self._names)}"
                 self.session.register(name, cuda_ipc=topk_pb2.CudaIpcRegion(
-                    ipc_handle=bytes(handle), offset=0, byte_size=max(size, end),
+                    ipc_handle=handle, offset=0, byte_size=max(size, end),
                     device=topk_pb2.GpuDevice(uuid=self._uuid(device))))
                 cached = (name, max(size, end))
                 self._cuda_regions[key] = cached
