@@ -72,12 +72,14 @@ class Binder {
   }
 
   // `count` elements of `element_bytes` from `at` must fit its region.
-  static absl::Status Fits(const Resolved& at, uint64_t count, uint64_t element_bytes,
+  static absl::Status Fits(const Resolved& at, Wide count, uint64_t element_bytes,
                            absl::string_view field) {
-    const Wide end = Wide{at.offset} + Wide{count} * element_bytes;
+    const Wide end = Wide{at.offset} + count * element_bytes;
     if (end > at.region->byte_size()) {
+      // count < 2^127 always; past 2^64 it is shown clamped.
+      const uint64_t shown = count > ~uint64_t{0} ? ~uint64_t{0} : static_cast<uint64_t>(count);
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": ", count, " x ", element_bytes, " bytes from offset ", at.offset,
+          absl::StrCat(field, ": ", shown, " x ", element_bytes, " bytes from offset ", at.offset,
                        " run past the region's ", at.region->byte_size(), " bytes"));
     }
     return absl::OkStatus();
@@ -255,8 +257,10 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
     return absl::InvalidArgumentError(
         absl::StrCat("output.row_stride = ", output.row_stride(), " is below k = ", k));
   }
-  // Rows 0..m-2 take `stride` elements, the last one k.
-  const uint64_t elements = static_cast<uint64_t>(m - 1) * static_cast<uint64_t>(stride) + k;
+  // Rows 0..m-2 take `stride` elements, the last one k (in 128 bits: the
+  // product of two 64-bit values would wrap in 64).
+  const Wide elements =
+      Wide{static_cast<uint64_t>(m - 1)} * static_cast<uint64_t>(stride) + static_cast<uint64_t>(k);
   absl::StatusOr<Resolved> indices = binder.Memory(output.indices(), "output.indices", 4);
   if (!indices.ok()) return indices.status();
   if (absl::Status s = Binder::Fits(*indices, elements, sizeof(int32_t), "output.indices");

@@ -109,6 +109,11 @@ TEST_F(RegionFaults, OverflowingArithmetic) {
   request = Valid();
   request.mutable_output()->set_row_stride(std::numeric_limits<int64_t>::max());
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "output.indices");
+  // 3 x this stride is 2^64 + 2: in 64 bits the output would seem to need 2 + k
+  // elements and row 1 would be written far outside the region.
+  request = Valid();
+  request.mutable_output()->set_row_stride(int64_t{0x5555555555555556});
+  ExpectRefused(request, absl::StatusCode::kInvalidArgument, "output.indices");
   // Packed offsets that would wrap: written into the segment, read by the server.
   int64_t* offsets = laid_.segment.at<int64_t>(laid_.offsets_at);
   offsets[0] = 0;
