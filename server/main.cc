@@ -32,7 +32,8 @@ const topk::server::ServerOptions& Defaults() {
 }  // namespace
 
 ABSL_FLAG(std::string, listen, Defaults().listen,
-          "host:port to serve gRPC on (port 0: pick a free one). Loopback by default.");
+          "host:port to serve gRPC on (port 0: pick a free one), or a comma-separated list that "
+          "may include unix:/path sockets. Loopback by default.");
 ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
           "host:port of the Prometheus /metrics endpoint; empty disables it");
 ABSL_FLAG(std::string, tls_cert, Defaults().tls_cert,
@@ -73,6 +74,10 @@ ABSL_FLAG(absl::Duration, drain_deadline, absl::Seconds(10),
           "on SIGTERM/SIGINT: time in-flight requests get before they are cancelled");
 ABSL_FLAG(bool, enable_echo, Defaults().enable_echo, "serve the Echo RPC (transport benchmark)");
 ABSL_FLAG(bool, enable_reflection, Defaults().enable_reflection, "serve gRPC server reflection");
+ABSL_FLAG(bool, enable_regions, Defaults().regions.enabled,
+          "serve the region RPCs and Select by reference (shared memory, CUDA IPC)");
+ABSL_FLAG(bool, regions_allow_remote, Defaults().regions.allow_remote,
+          "accept region RPCs from peers that are not loopback or unix-socket connections");
 ABSL_FLAG(bool, keep_heap, true,
           "keep freed large buffers resident (no per-request page faults; RSS stays at peak)");
 ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
@@ -148,6 +153,8 @@ int main(int argc, char** argv) {
   options.max_connection_age_grace_ms = absl::GetFlag(FLAGS_max_connection_age_grace_ms);
   options.enable_echo = absl::GetFlag(FLAGS_enable_echo);
   options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
+  options.regions = {.enabled = absl::GetFlag(FLAGS_enable_regions),
+                     .allow_remote = absl::GetFlag(FLAGS_regions_allow_remote)};
   options.backends.backend = absl::GetFlag(FLAGS_backend);
   options.backends.cuda_devices = *ordinals;
   options.backends.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);

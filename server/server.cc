@@ -7,7 +7,9 @@
 #include <sstream>
 
 #include "absl/memory/memory.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -79,15 +81,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                     .enable_echo = options.enable_echo,
                     .max_recv_message_bytes = options.max_recv_message_bytes,
                     .max_send_message_bytes = options.max_send_message_bytes,
-                    .on_device_lost = [raw] {
-                      spdlog::critical("every device is unusable: health NOT_SERVING");
-                      raw->SetServing(false);
-                    }});
+                    .on_device_lost =
+                        [raw] {
+                          spdlog::critical("every device is unusable: health NOT_SERVING");
+                          raw->SetServing(false);
+                        },
+                    .regions = options.regions});
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.enable_reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  const std::vector<std::string> addresses = absl::StrSplit(options.listen, ',', absl::SkipEmpty());
+  std::vector<int> bound_ports(addresses.size(), 0);
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    builder.AddListeningPort(addresses[i], *credentials, &bound_ports[i]);
+  }
   builder.RegisterService(server->service_.get());
   // gRPC takes int sizes: 2 GiB - 1 at most.
   const auto clamp = [](int64_t bytes) {
@@ -101,10 +109,19 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_AGE_MS, options.max_connection_age_ms);
   SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, options.max_connection_age_grace_ms);
   server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || server->port_ == 0) {
+  if (server->grpc_server_ == nullptr || addresses.empty()) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
   }
-  server->host_ = std::string(options.listen.substr(0, options.listen.rfind(':')));
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    if (bound_ports[i] == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", addresses[i]));
+    }
+    if (server->port_ == 0 && !absl::StartsWith(addresses[i], "unix")) {
+      server->port_ = bound_ports[i];
+      server->host_ = addresses[i].substr(0, addresses[i].rfind(':'));
+    }
+  }
+  if (server->port_ == 0) server->host_ = addresses.front();  // unix sockets only
 
   if (!options.metrics_listen.empty()) {
     try {
@@ -129,7 +146,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
-std::string Server::address() const { return absl::StrCat(host_, ":", port_); }
+std::string Server::address() const { return port_ == 0 ? host_ : absl::StrCat(host_, ":", port_); }
 
 void Server::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
@@ -148,6 +165,10 @@ void Server::Shutdown(absl::Duration deadline) {
     if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
       health->Shutdown();
     }
+    // Region sessions are streams that stay open by design: end them, or
+    // they would hold the drain until its deadline. Requests in flight keep
+    // their regions until they finish.
+    if (service_ != nullptr) service_->EndSessions();
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
   }
   if (engine_ != nullptr) engine_->Stop();

@@ -13,6 +13,7 @@
 #include "server/backends/backend_factory.h"
 #include "server/engine/engine.h"
 #include "server/transport/metrics.h"
+#include "server/transport/region_service.h"
 
 namespace grpc {
 class Server;
@@ -28,7 +29,9 @@ class TopKService;
 // The defaults are the product's: topk-server's flags take theirs from here
 // (and from BackendOptions, EngineOptions and RequestLimits).
 struct ServerOptions {
-  // host:port; port 0 picks a free port (see Server::port()).
+  // host:port; port 0 picks a free port (see Server::port()). A comma-
+  // separated list serves on each, e.g. "127.0.0.1:50051,unix:/run/topk.sock"
+  // (a unix socket for co-located clients alongside TCP).
   std::string listen = "127.0.0.1:50051";
   // host:port of the Prometheus text endpoint (/metrics); empty: off.
   std::string metrics_listen = "127.0.0.1:9464";
@@ -45,6 +48,7 @@ struct ServerOptions {
   int64_t max_connection_age_grace_ms = 0;
   bool enable_echo = false;
   bool enable_reflection = true;
+  RegionOptions regions;
   BackendOptions backends;
   EngineOptions engine;
 };
@@ -61,8 +65,10 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
+  // The bound port of the first TCP address (0 when only unix sockets).
   int port() const { return port_; }
-  // "127.0.0.1:PORT" (the listen host with the bound port).
+  // "127.0.0.1:PORT" (the first TCP listen host with the bound port), or
+  // the first address when the server listens on unix sockets only.
   std::string address() const;
   // Bound metrics port, or 0 when off.
   int metrics_port() const { return metrics_port_; }

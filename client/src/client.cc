@@ -67,6 +67,17 @@ absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response) 
   return result;
 }
 
+absl::StatusOr<SelectResult> DecodeReferenceResponse(const v1::SelectResponse& response) {
+  if (!response.indices().empty() || !response.values().empty()) {
+    return absl::DataLossError("response: indices sent although the output is by reference");
+  }
+  SelectResult result{.num_rows = response.num_rows(), .k = response.k()};
+  result.server = {.queue_us = response.timings().queue_us(),
+                   .device_us = response.timings().device_us(),
+                   .total_us = response.timings().total_us()};
+  return result;
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   if (options.tls) {
@@ -123,7 +134,8 @@ absl::StatusOr<SelectResult> Client::Select(const v1::SelectRequest& request,
   const grpc::Status status = stub_->Select(&context, request, &response);
   const int64_t elapsed = NowUs() - start;
   if (!status.ok()) return ToAbsl(status);
-  absl::StatusOr<SelectResult> result = DecodeResponse(response);
+  absl::StatusOr<SelectResult> result =
+      request.has_output() ? DecodeReferenceResponse(response) : DecodeResponse(response);
   if (result.ok()) result->client_us = elapsed;
   return result;
 }

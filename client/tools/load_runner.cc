@@ -27,8 +27,12 @@ class Collector {
     const bool measured = Clock::now() >= measure_from_;
     completed_.fetch_add(1, std::memory_order_relaxed);
     bool verified = false, exact = true;
-    if (result.ok() && workload_.verify_every > 0 &&
-        verify_counter_.fetch_add(1) % workload_.verify_every == 0) {
+    // By reference, the caller read back exactly the answers to verify.
+    const bool verify = workload_.references != nullptr
+                            ? result.ok() && !result->indices.empty()
+                            : result.ok() && workload_.verify_every > 0 &&
+                                  verify_counter_.fetch_add(1) % workload_.verify_every == 0;
+    if (verify) {
       verified = true;
       const topk::SelectOptions options{.sorted = workload_.options.sorted,
                                         .deterministic = workload_.options.deterministic};
@@ -130,7 +134,16 @@ class Progress {
   std::thread thread_;
 };
 
-absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant) {
+absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant, int caller,
+                                      int64_t call) {
+  if (w.references != nullptr) {
+    absl::StatusOr<SelectResult> result =
+        client.Select(w.references->request(caller, variant), w.options);
+    if (result.ok() && w.verify_every > 0 && call % w.verify_every == 0) {
+      if (absl::Status s = w.references->ReadOutput(caller, *result); !s.ok()) return s;
+    }
+    return result;
+  }
   if (w.stream) {
     return client.SelectStreaming(w.k, w.rows[variant].view(), w.options, w.chunk_bytes);
   }
@@ -161,9 +174,10 @@ StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
   std::vector<std::thread> threads;
   for (int c = 0; c < concurrency; ++c) {
     threads.emplace_back([&, c] {
-      for (size_t i = c; Clock::now() < stop_at; ++i) {
+      int64_t call = 0;
+      for (size_t i = c; Clock::now() < stop_at; ++i, ++call) {
         const size_t variant = i % w.rows.size();
-        collector.Record(CallOnce(*clients[c], w, variant), variant);
+        collector.Record(CallOnce(*clients[c], w, variant, c, call), variant);
       }
     });
   }
@@ -196,7 +210,7 @@ StepResult RunRate(const Workload& w, const StepTiming& timing,
       // Streaming has no async form in the client library: a short-lived
       // thread per call keeps the schedule open-loop.
       std::thread([&, variant] {
-        collector.Record(CallOnce(client, w, variant), variant);
+        collector.Record(CallOnce(client, w, variant, 0, 0), variant);
         --outstanding;
       }).detach();
     } else {

@@ -9,6 +9,7 @@
 
 #include "load_report.h"
 #include "packed_rows.h"
+#include "reference_transport.h"
 #include "topk/client/client.h"
 
 namespace topk::tools {
@@ -23,6 +24,10 @@ struct Workload {
   int verify_every = 0;  // verify every n-th answer; 0: none
   std::vector<PackedRows> rows;
   std::vector<std::shared_ptr<const v1::SelectRequest>> requests;
+  // Set: rows and outputs by reference (closed loop only); caller c sends
+  // references->request(c, variant) and reads the answer back from its
+  // output area for the calls it verifies.
+  const ReferenceRegions* references = nullptr;
 };
 
 struct StepTiming {

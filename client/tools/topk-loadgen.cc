@@ -41,6 +41,11 @@ ABSL_FLAG(int, verify_every, 10, "verify every n-th answer (1: all, 0: none)");
 ABSL_FLAG(std::string, csv, "", "write the steps as CSV here");
 ABSL_FLAG(std::string, json, "", "write the steps as JSON here");
 ABSL_FLAG(bool, progress, true, "live progress line on stderr");
+ABSL_FLAG(std::string, transport, "inline",
+          "inline (rows in the request) | shm (rows and answers in a shared-memory region) | ipc "
+          "(in a CUDA allocation exported over IPC); shm and ipc need a local server with "
+          "--enable_regions and a closed loop");
+ABSL_FLAG(int, ipc_device, 0, "--transport=ipc: the CUDA device holding the rows");
 
 namespace {
 
@@ -122,6 +127,23 @@ int main(int argc, char** argv) {
     clients.push_back(*std::move(client));
   }
   if (absl::Status s = clients.front()->WaitForServing(absl::Seconds(30)); !s.ok()) return Fail(s);
+
+  absl::StatusOr<topk::tools::Transport> transport =
+      topk::tools::ParseTransport(absl::GetFlag(FLAGS_transport));
+  if (!transport.ok()) return Fail(transport.status());
+  std::unique_ptr<topk::tools::ReferenceRegions> references;
+  if (*transport != topk::tools::Transport::kInline) {
+    if (open_loop || w.stream) {
+      return Fail(absl::InvalidArgumentError(
+          "--transport=shm|ipc: closed loop (--concurrency) with unary Select only"));
+    }
+    absl::StatusOr<std::unique_ptr<topk::tools::ReferenceRegions>> created =
+        topk::tools::ReferenceRegions::Create(*transport, *clients.front(), w.rows, w.k, w.options,
+                                              channels, absl::GetFlag(FLAGS_ipc_device));
+    if (!created.ok()) return Fail(created.status());
+    references = *std::move(created);
+    w.references = references.get();
+  }
 
   const topk::tools::StepTiming timing{.warmup_s = absl::GetFlag(FLAGS_warmup_s),
                                        .duration_s = absl::GetFlag(FLAGS_duration_s),

@@ -26,6 +26,24 @@ struct RequestLimits {
   int64_t max_batch_bytes = int64_t{256} << 20;  // 4 * sum(lengths)
 };
 
+// Where a request by reference wants its answer: row r's K indices at
+// element r * row_stride of `indices`, its K values (when not null) at the
+// same place in `values`. Memory of the GPU `device_ordinal`, or host
+// memory for -1. The transport checked every byte of it.
+struct OutputTarget {
+  int32_t* indices = nullptr;
+  float* values = nullptr;
+  int64_t row_stride = 0;  // elements, >= k
+  int32_t device_ordinal = -1;
+};
+
+// Interprocess CUDA events (cudaEvent_t, untyped here): the selection waits
+// for `wait` on the GPU and records `record` after its output.
+struct GpuOrderingEvents {
+  void* wait = nullptr;
+  void* record = nullptr;
+};
+
 // One request's rows: packed valid prefixes, read from `source`.
 struct SelectRows {
   const RowSource* source = nullptr;
@@ -33,14 +51,24 @@ struct SelectRows {
   const int64_t* row_offsets = nullptr;  // num_rows, in elements
   int64_t num_rows = 0;
   int64_t total_elements = 0;  // sum(lengths)
+  // Lengths on the source's GPU (CUDA IPC regions): the CUDA backend reads
+  // these instead of uploading `lengths`, which is then null, and selects
+  // with `width` (the client's bound, which the transport checked every
+  // row's extent against) so the selector refuses any longer row.
+  const int32_t* device_lengths = nullptr;
+  int64_t width = 0;
+  GpuOrderingEvents ordering;
 };
 
 // Host buffers a selection writes: num_rows x k indices and num_rows
 // statuses; values (num_rows x k, NaN at -1 slots) only when not null.
+// With a GPU `target`, the CUDA backend writes indices and values there
+// instead, in place on the device, and only the statuses come back.
 struct SelectResults {
   int32_t* indices = nullptr;
   float* values = nullptr;
   RowStatus* row_status = nullptr;
+  const OutputTarget* device_target = nullptr;
 };
 
 struct DeviceDescription {

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
 #include "spdlog/spdlog.h"
 #include "topk/cuda/resources.h"
@@ -69,6 +70,10 @@ class CudaWorker final : public WorkerBackend {
     return selector_->MakePlan(shape, options);
   }
 
+  // Rows on this GPU (a CUDA IPC region) are read where they are, and an
+  // output target on it is written in place: then no score and no output
+  // byte crosses the host; only the row offsets go up (M x 8 bytes, checked
+  // on the host) and the row statuses come down (M bytes).
   absl::Status Select(const Plan& plan, const SelectRows& rows,
                       const SelectResults& results) override {
     if (plan.workspace_bytes > d_workspace_.bytes()) {
@@ -76,14 +81,20 @@ class CudaWorker final : public WorkerBackend {
                                                        " workspace bytes, worker has ",
                                                        d_workspace_.bytes()));
     }
-    if (absl::Status s = DeviceLost(Upload(rows)); !s.ok()) return s;
-    const RowBatch batch{.scores = d_scores_.get(),
-                         .layout = Layout::kPacked,
-                         .row_offsets = d_offsets_.get(),
-                         .lengths = d_lengths_.get(),
-                         .num_rows = rows.num_rows,
-                         .width = plan.shape.max_width};
-    const OutputView out{.indices = d_indices_.get(), .row_status = d_status_.get()};
+    const float* device_scores = rows.source->InPlaceDeviceFloats();
+    if (absl::Status s = DeviceLost(Upload(rows, device_scores == nullptr)); !s.ok()) return s;
+    const RowBatch batch{
+        .scores = device_scores != nullptr ? device_scores : d_scores_.get(),
+        .layout = Layout::kPacked,
+        .row_offsets = d_offsets_.get(),
+        .lengths = rows.device_lengths != nullptr ? rows.device_lengths : d_lengths_.get(),
+        .num_rows = rows.num_rows,
+        .width = rows.device_lengths != nullptr ? rows.width : plan.shape.max_width};
+    const OutputTarget* target = results.device_target;
+    const int32_t k = plan.shape.k;
+    const bool indices_in_place = target != nullptr && target->row_stride == k;
+    const OutputView out{.indices = indices_in_place ? target->indices : d_indices_.get(),
+                         .row_status = d_status_.get()};
     const RunContext context{.workspace = d_workspace_.get(),
                              .workspace_bytes = d_workspace_.bytes(),
                              .stream = stream_.get()};
@@ -99,13 +110,38 @@ class CudaWorker final : public WorkerBackend {
       }
       return run;
     }
-    const size_t outputs = static_cast<size_t>(rows.num_rows) * plan.shape.k;
-    if (absl::Status s = DeviceLost(Download(rows.num_rows, outputs)); !s.ok()) return s;
-    std::memcpy(results.indices, h_indices_.get(), outputs * sizeof(int32_t));
+    const size_t outputs = static_cast<size_t>(rows.num_rows) * k;
+    if (target != nullptr) {
+      if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, rows, k, *target)); !s.ok()) {
+        return s;
+      }
+    }
+    // Values of rows read on the GPU are gathered there too (the host has
+    // no copy of those scores).
+    const bool gather_on_device =
+        target == nullptr && results.values != nullptr && device_scores != nullptr;
+    if (gather_on_device) {
+      const OutputTarget values{.values = d_values_.get(), .row_stride = k};
+      if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, rows, k, values)); !s.ok()) {
+        return s;
+      }
+    }
+    if (rows.ordering.record != nullptr) {
+      if (absl::Status s = DeviceLost(RecordEvent(rows.ordering.record)); !s.ok()) return s;
+    }
+    if (absl::Status s = DeviceLost(Download(rows.num_rows, target != nullptr ? 0 : outputs,
+                                             gather_on_device ? outputs : 0));
+        !s.ok()) {
+      return s;
+    }
     std::memcpy(results.row_status, h_status_.get(), rows.num_rows * sizeof(RowStatus));
-    if (results.values != nullptr) {
+    if (target != nullptr) return absl::OkStatus();
+    std::memcpy(results.indices, h_indices_.get(), outputs * sizeof(int32_t));
+    if (gather_on_device) {
+      std::memcpy(results.values, h_values_.get(), outputs * sizeof(float));
+    } else if (results.values != nullptr) {
       // The pinned staging still holds this request's rows.
-      GatherValues(h_scores_.get(), rows, plan.shape.k, results);
+      GatherValues(h_scores_.get(), rows, k, results);
     }
     return absl::OkStatus();
   }
@@ -127,6 +163,7 @@ class CudaWorker final : public WorkerBackend {
     if (absl::Status s = AllocatePair(rows, d_lengths_, h_lengths_); !s.ok()) return s;
     if (absl::Status s = AllocatePair(outputs, d_indices_, h_indices_); !s.ok()) return s;
     if (absl::Status s = AllocatePair(rows, d_status_, h_status_); !s.ok()) return s;
+    if (absl::Status s = AllocatePair(outputs, d_values_, h_values_); !s.ok()) return s;
     // The selector refuses a null workspace, even where a plan needs none.
     absl::StatusOr<cuda::DeviceBuffer<std::byte>> ws =
         cuda::AllocateDevice<std::byte>(std::max<size_t>(workspace_bytes, 1));
@@ -147,35 +184,77 @@ class CudaWorker final : public WorkerBackend {
     return absl::OkStatus();
   }
 
-  // The request's one copy: from its source into pinned staging (so the
-  // uploads are true async DMA), then host-to-device on the worker's stream.
-  absl::Status Upload(const SelectRows& rows) {
+  // The request's one copy, for rows not already on this GPU: from its
+  // source into pinned staging (so the uploads are true async DMA), then
+  // host-to-device on the worker's stream. A client's wait event is
+  // enqueued first, so nothing of the request runs before it.
+  absl::Status Upload(const SelectRows& rows, bool stage_scores) {
     if (absl::Status s = UseDevice(ordinal_); !s.ok()) return s;
-    StageOnHost(*rows.source, Staging::kAlwaysCopy, reinterpret_cast<std::byte*>(h_scores_.get()));
-    const size_t m = rows.num_rows;
-    std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
-    std::memcpy(h_lengths_.get(), rows.lengths, m * sizeof(int32_t));
     cudaStream_t stream = stream_.get();
-    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_scores_.get(), h_scores_.get(),
-                                              rows.total_elements * sizeof(float),
-                                              cudaMemcpyHostToDevice, stream));
+    if (rows.ordering.wait != nullptr) {
+      TOPK_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(rows.ordering.wait), 0));
+    }
+    const size_t m = rows.num_rows;
+    if (stage_scores) {
+      StageOnHost(*rows.source, Staging::kAlwaysCopy,
+                  reinterpret_cast<std::byte*>(h_scores_.get()));
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_scores_.get(), h_scores_.get(),
+                                                rows.source->size_bytes(), cudaMemcpyHostToDevice,
+                                                stream));
+    }
+    std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
     TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_offsets_.get(), h_offsets_.get(),
                                               m * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
-    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_lengths_.get(), h_lengths_.get(),
-                                              m * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    if (rows.device_lengths == nullptr) {
+      std::memcpy(h_lengths_.get(), rows.lengths, m * sizeof(int32_t));
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+          d_lengths_.get(), h_lengths_.get(), m * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    }
     return absl::OkStatus();
   }
 
-  // Indices and row statuses back to pinned memory; returns once they are.
-  absl::Status Download(int64_t num_rows, size_t outputs) {
+  // Indices (unless written in place), values gathered on the device (when
+  // any) and row statuses back to pinned memory; returns once they are.
+  absl::Status Download(int64_t num_rows, size_t indices, size_t values) {
     cudaStream_t stream = stream_.get();
-    TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_indices_.get(), d_indices_.get(),
-                                              outputs * sizeof(int32_t), cudaMemcpyDeviceToHost,
-                                              stream));
+    if (indices > 0) {
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_indices_.get(), d_indices_.get(),
+                                                indices * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                                stream));
+    }
+    if (values > 0) {
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_values_.get(), d_values_.get(),
+                                                values * sizeof(float), cudaMemcpyDeviceToHost,
+                                                stream));
+    }
     TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_status_.get(), d_status_.get(),
                                               num_rows * sizeof(RowStatus), cudaMemcpyDeviceToHost,
                                               stream));
     return Synchronize();
+  }
+
+  // The answer where `target` wants it on this GPU: indices at its stride
+  // (unless the selector wrote them there already) and values gathered
+  // from the rows.
+  absl::Status PlaceOnDevice(const RowBatch& batch, const OutputView& out, const SelectRows& rows,
+                             int32_t k, const OutputTarget& target) {
+    const bool indices_placed = out.indices == target.indices || target.indices == nullptr;
+    return PlaceOutputOnDevice({.indices = out.indices,
+                                .row_status = out.row_status,
+                                .scores = batch.scores,
+                                .row_offsets = batch.row_offsets,
+                                .num_rows = rows.num_rows,
+                                .k = k,
+                                .target_indices = indices_placed ? nullptr : target.indices,
+                                .target_values = target.values,
+                                .stride = target.row_stride},
+                               stream_.get());
+  }
+
+  absl::Status RecordEvent(void* event) {
+    TOPK_CUDA_RETURN_IF_ERROR(cudaEventRecord(static_cast<cudaEvent_t>(event), stream_.get()));
+    return absl::OkStatus();
   }
 
   absl::Status Synchronize() {
@@ -210,12 +289,14 @@ class CudaWorker final : public WorkerBackend {
   cuda::DeviceBuffer<int32_t> d_lengths_;
   cuda::DeviceBuffer<int32_t> d_indices_;
   cuda::DeviceBuffer<RowStatus> d_status_;
+  cuda::DeviceBuffer<float> d_values_;
   cuda::DeviceBuffer<std::byte> d_workspace_;
   cuda::PinnedBuffer<float> h_scores_;
   cuda::PinnedBuffer<int64_t> h_offsets_;
   cuda::PinnedBuffer<int32_t> h_lengths_;
   cuda::PinnedBuffer<int32_t> h_indices_;
   cuda::PinnedBuffer<RowStatus> h_status_;
+  cuda::PinnedBuffer<float> h_values_;
   // Declared last so it is destroyed first: a graph runner synchronises the
   // worker's stream and refers to its buffers while it is torn down.
   absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;

@@ -8,8 +8,8 @@
 // StageOnHost: in place when the source already holds them as contiguous,
 // aligned host floats, otherwise with exactly one copy into the backend's own
 // staging (pageable on the CPU, pinned on the GPU, where the upload needs it).
-// A source that lives on a device (CUDA IPC) will add its device pointer here
-// for the CUDA backend to read without staging.
+// A source that lives on a GPU (a CUDA IPC region) hands the CUDA backend its
+// device pointer instead, and is read where it is, without staging.
 #pragma once
 
 #include <cstddef>
@@ -33,6 +33,11 @@ class RowSource {
   // The floats in place, when they already are contiguous, 4-byte aligned
   // host memory that lives as long as the source; nullptr otherwise.
   virtual const float* InPlaceHostFloats() const { return nullptr; }
+
+  // The CUDA ordinal of the GPU holding the floats; -1 for host memory.
+  virtual int32_t device_ordinal() const { return -1; }
+  // The floats on that GPU (device_ordinal() >= 0), else nullptr.
+  virtual const float* InPlaceDeviceFloats() const { return nullptr; }
 };
 
 // Rows already in one host buffer (a stream's chunks, a test's vector). The
@@ -48,6 +53,29 @@ class ContiguousRows final : public RowSource {
 
  private:
   absl::string_view bytes_;
+};
+
+// Rows in a client's region, read where they are: host memory (shared
+// memory) or a GPU's (CUDA IPC). The transport checked that [data, data +
+// bytes) lies in the region and is 4-byte aligned; a lease on the region
+// keeps it mapped while the request runs.
+class RegionRows final : public RowSource {
+ public:
+  RegionRows(const std::byte* data, size_t bytes, int32_t device_ordinal)
+      : data_(data), bytes_(bytes), device_ordinal_(device_ordinal) {}
+
+  size_t size_bytes() const override { return bytes_; }
+  // Host regions only: a GPU region is read on its device, never staged
+  // (the engine runs its requests on that device's CUDA workers).
+  void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
+  const float* InPlaceHostFloats() const override;
+  int32_t device_ordinal() const override { return device_ordinal_; }
+  const float* InPlaceDeviceFloats() const override;
+
+ private:
+  const std::byte* data_;
+  size_t bytes_;
+  int32_t device_ordinal_;
 };
 
 enum class Staging {

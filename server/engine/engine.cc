@@ -56,8 +56,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
 void Engine::Submit(SelectJob* job) {
   Slot* best = nullptr;
   size_t best_size = 0;
+  // Rows or outputs in a GPU region pin the job to that GPU.
+  const int32_t pinned = job->input().device_ordinal;
   for (auto& slot : slots_) {
     if (!slot->state.usable.load(std::memory_order_acquire)) continue;
+    if (pinned >= 0 && slot->description.ordinal != pinned) continue;
     const size_t size = slot->state.queue.size();
     if (best == nullptr || size < best_size) {
       best = slot.get();

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "server/backends/backend.h"
 #include "server/backends/row_source.h"
 #include "topk/contract.h"
 
@@ -21,7 +22,27 @@ struct SelectInput {
   absl::Span<const int32_t> lengths;  // M entries, 0 <= L_r <= max_width
   const RowSource* rows = nullptr;    // 4 * sum(lengths) bytes, packed LE FP32
   int32_t max_length = 0;             // max_r L_r (picks the plan bucket)
+  // Rows by reference (regions): where each row starts in `rows`, in
+  // elements (M entries, checked against the source's extent). Empty: the
+  // rows are packed back to back as `lengths` say.
+  absl::Span<const int64_t> row_offsets;
+  // M lengths on the source's GPU, read there by the selector; `lengths` is
+  // then empty and max_length is the client's bound on every L_r.
+  const int32_t* device_lengths = nullptr;
+  int64_t num_rows = 0;  // M (lengths.size() unless device_lengths)
+  // Where the answer goes; null: into SelectOutput, for the response.
+  const OutputTarget* output_target = nullptr;
+  // Interprocess CUDA events to wait on before and record after (or null).
+  GpuOrderingEvents ordering;
+  // The device that must serve the job (the one its regions are on); -1: any.
+  int32_t device_ordinal = -1;
 };
+
+// M: the host lengths' count, or num_rows when the lengths are on a GPU.
+inline int64_t RowCount(const SelectInput& input) {
+  return input.device_lengths != nullptr ? input.num_rows
+                                         : static_cast<int64_t>(input.lengths.size());
+}
 
 struct SelectTimings {
   int64_t queue_us = 0;
@@ -29,7 +50,8 @@ struct SelectTimings {
 };
 
 // What a worker hands back. The spans point into the worker's preallocated
-// buffers and are valid only during SelectJob::Complete.
+// buffers and are valid only during SelectJob::Complete; both are empty when
+// the input named an output target (the answer is already there).
 struct SelectOutput {
   absl::Span<const int32_t> indices;  // M x K
   absl::Span<const float> values;     // M x K when input.return_values, else empty

@@ -1,5 +1,8 @@
 #include "server/engine/worker.h"
 
+#include <cstring>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "server/engine/clock.h"
 #include "spdlog/spdlog.h"
@@ -59,7 +62,7 @@ void Worker::Serve(const QueuedJob& queued) {
 }
 
 absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
-  const int64_t rows = static_cast<int64_t>(input.lengths.size());
+  const int64_t rows = RowCount(input);
   const int64_t k = input.k;
   absl::StatusOr<const Plan*> plan =
       plans_.Get(BucketOf(input.k, rows, input.max_length, input.options, limits_), *backend_);
@@ -67,17 +70,34 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
 
   int64_t offset = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    row_offsets_[r] = offset;
-    offset += input.lengths[r];
+    if (!input.row_offsets.empty()) {
+      row_offsets_[r] = input.row_offsets[r];
+    } else {
+      row_offsets_[r] = offset;
+      offset += input.lengths[r];
+    }
   }
+  // A host target of stride K takes the selector's output as it is: the
+  // answer is written in place. Any other host stride gets one copy of the
+  // (small) answer below; a GPU target is the CUDA backend's to write.
+  const OutputTarget* target = input.output_target;
+  const bool host_target = target != nullptr && target->device_ordinal < 0;
+  const bool in_place = host_target && target->row_stride == k;
+  float* values = input.return_values ? values_.data() : nullptr;
+  if (in_place && values != nullptr) values = target->values;
   const SelectRows select_rows{.source = input.rows,
-                               .lengths = input.lengths.data(),
+                               .lengths = input.lengths.empty() ? nullptr : input.lengths.data(),
                                .row_offsets = row_offsets_.data(),
                                .num_rows = rows,
-                               .total_elements = offset};
-  const SelectResults results{.indices = indices_.data(),
-                              .values = input.return_values ? values_.data() : nullptr,
-                              .row_status = row_status_.data()};
+                               .total_elements = offset,
+                               .device_lengths = input.device_lengths,
+                               .width = input.max_length,
+                               .ordering = input.ordering};
+  const SelectResults results{
+      .indices = in_place ? target->indices : indices_.data(),
+      .values = values,
+      .row_status = row_status_.data(),
+      .device_target = target != nullptr && !host_target ? target : nullptr};
 
   const int64_t start_us = SteadyNowUs();
   absl::Status status = backend_->Select(**plan, select_rows, results);
@@ -92,20 +112,40 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
     }
     return status;
   }
+  // Lengths read on a GPU are not known here: name the row and the bound.
+  const auto length = [&](int64_t r) {
+    return input.lengths.empty()
+               ? absl::StrCat("(on the GPU, bound width = ", input.max_length, ")")
+               : absl::StrCat("= ", input.lengths[r]);
+  };
   for (int64_t r = 0; r < rows; ++r) {
     if (row_status_[r] == RowStatus::kNan) {
-      return absl::InvalidArgumentError(absl::StrCat("scores: row ", r,
-                                                     " has a NaN in its valid prefix (lengths[", r,
-                                                     "] = ", input.lengths[r], ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scores: row ", r, " has a NaN in its valid prefix (lengths[", r, "] ", length(r), ")"));
     }
     if (row_status_[r] != RowStatus::kOk) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lengths[", r, "] = ", input.lengths[r], " was rejected by the backend"));
+      return absl::InvalidArgumentError(absl::StrCat("lengths[", r, "] ", length(r),
+                                                     " was rejected by the backend (row ", r, ")"));
     }
+  }
+  if (target != nullptr) {
+    if (host_target && !in_place) CopyToHostTarget(*target, rows, k, input.return_values);
+    return absl::OkStatus();
   }
   output.indices = absl::MakeConstSpan(indices_.data(), rows * k);
   if (input.return_values) output.values = absl::MakeConstSpan(values_.data(), rows * k);
   return absl::OkStatus();
+}
+
+void Worker::CopyToHostTarget(const OutputTarget& target, int64_t rows, int64_t k,
+                              bool with_values) const {
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(target.indices + r * target.row_stride, indices_.data() + r * k,
+                k * sizeof(int32_t));
+    if (with_values) {
+      std::memcpy(target.values + r * target.row_stride, values_.data() + r * k, k * sizeof(float));
+    }
+  }
 }
 
 }  // namespace topk::server

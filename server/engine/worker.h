@@ -43,6 +43,9 @@ class Worker {
   void Loop();
   void Serve(const QueuedJob& queued);
   absl::Status Run(const SelectInput& input, SelectOutput& output);
+  // The answer from the worker's buffers into a host target of stride > K.
+  void CopyToHostTarget(const OutputTarget& target, int64_t rows, int64_t k,
+                        bool with_values) const;
 
   std::unique_ptr<WorkerBackend> backend_;
   RequestLimits limits_;

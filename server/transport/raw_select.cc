@@ -21,6 +21,10 @@ constexpr int kK = v1::SelectRequest::kKFieldNumber;
 constexpr int kOptions = v1::SelectRequest::kOptionsFieldNumber;
 constexpr int kInlineRows = v1::SelectRequest::kInlineRowsFieldNumber;
 constexpr int kRequestId = v1::SelectRequest::kRequestIdFieldNumber;
+constexpr int kRegionRows = v1::SelectRequest::kRegionRowsFieldNumber;
+constexpr int kOutput = v1::SelectRequest::kOutputFieldNumber;
+constexpr int kSessionId = v1::SelectRequest::kSessionIdFieldNumber;
+constexpr int kOrdering = v1::SelectRequest::kOrderingFieldNumber;
 constexpr int kScores = v1::InlineRows::kScoresFieldNumber;
 constexpr int kLengths = v1::InlineRows::kLengthsFieldNumber;
 
@@ -137,11 +141,18 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
       if (!google::protobuf::internal::IsStructurallyValidUTF8(out.request_id)) {
         return Malformed("request_id is not UTF-8");
       }
-    } else if (!WireFormatLite::SkipField(&in, tag)) {
-      return Malformed("field");
+    } else {
+      if (field == kRegionRows || field == kOutput || field == kSessionId || field == kOrdering) {
+        out.references_regions = true;
+      }
+      if (!WireFormatLite::SkipField(&in, tag)) return Malformed("field");
     }
   }
   if (!in.ConsumedEntireMessage()) return Malformed("truncated");
+  if (out.references_regions) {
+    grpc::ProtoBufferReader full(Mutable(&buffer));
+    if (!out.by_reference.ParseFromZeroCopyStream(&full)) return Malformed("region fields");
+  }
   return absl::OkStatus();
 }
 

@@ -26,6 +26,13 @@ struct RawSelectRequest {
   int64_t scores_offset = 0;     // where the score bytes start in the message
   int64_t scores_size = 0;
   std::string request_id;
+  // The message names regions (region_rows, output, session_id or
+  // ordering). Such a message carries no large score payload of its own
+  // (its rows are elsewhere), so it is then also decoded in full by
+  // protobuf, into `by_reference`, which the region path reads; and a
+  // message protobuf refuses is refused here too.
+  bool references_regions = false;
+  v1::SelectRequest by_reference;
 };
 
 // Decodes `buffer` (a serialized topk.v1.SelectRequest). INVALID_ARGUMENT

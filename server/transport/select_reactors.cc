@@ -37,7 +37,7 @@ grpc::Status FinishSelect(const SelectContext& select, const absl::Status& statu
                   status.ToString());
     return Fail(select, status);
   }
-  const auto rows = static_cast<int64_t>(input.lengths.size());
+  const int64_t rows = RowCount(input);
   const int64_t bytes_out =
       EncodeResponse(output, input.k, rows, SteadyNowUs() - start_us, response);
   response.set_request_id(request_id);
@@ -64,6 +64,10 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
     select_.metrics->OnRequest(raw_.scores_size);
     if (!parsed.ok()) {
       Finish(Fail(select_, parsed));
+      return;
+    }
+    if (raw_.references_regions) {
+      StartByReference();
       return;
     }
     if (!raw_.has_inline_rows) {
@@ -104,12 +108,27 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   void OnDone() override { delete this; }
 
  private:
+  // Rows, lengths or output in regions: bound (and checked) by the region
+  // service; the job then holds leases on them until it is done.
+  void StartByReference() {
+    if (raw_.has_inline_rows) rows_.emplace(request_, raw_.scores_offset, raw_.scores_size);
+    absl::StatusOr<SelectInput> input = select_.regions->BindSelect(
+        context_, raw_, rows_.has_value() ? &*rows_ : nullptr, regions_);
+    if (!input.ok()) {
+      Finish(Fail(select_, input.status()));
+      return;
+    }
+    input_ = *input;
+    select_.engine->Submit(this);  // `this` may be gone once Submit returns
+  }
+
   const SelectContext& select_;
   grpc::CallbackServerContext* context_;
   const grpc::ByteBuffer* request_;
   grpc::ByteBuffer* response_;
   RawSelectRequest raw_;
   std::optional<ByteBufferRows> rows_;
+  RegionBinding regions_;
   v1::SelectResponse message_;
   SelectInput input_;
   int64_t start_us_ = 0;

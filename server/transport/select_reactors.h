@@ -11,6 +11,7 @@
 #include "server/engine/engine.h"
 #include "server/engine/select_job.h"
 #include "server/transport/metrics.h"
+#include "server/transport/region_service.h"
 #include "topk/v1/topk.grpc.pb.h"
 
 namespace topk::server {
@@ -22,6 +23,8 @@ struct SelectContext {
   // Called after a request failed with UNAVAILABLE and no device is usable
   // (the service then turns health NOT_SERVING).
   std::function<void()> on_no_usable_device;
+  // Binds requests that name regions.
+  const RegionService* regions = nullptr;
 };
 
 // Encodes `output` into `response` (LE int32 indices, optional values,

@@ -8,9 +8,11 @@ TopKService::TopKService(Engine* engine, Metrics* metrics, ServiceConfig config)
     : engine_(engine),
       metrics_(metrics),
       config_(std::move(config)),
-      select_{.engine = engine, .metrics = metrics, .on_no_usable_device = [this] {
-                ReportNoUsableDevice();
-              }} {}
+      regions_(engine, config_.regions),
+      select_{.engine = engine,
+              .metrics = metrics,
+              .on_no_usable_device = [this] { ReportNoUsableDevice(); },
+              .regions = &regions_} {}
 
 void TopKService::ReportNoUsableDevice() {
   if (!device_lost_reported_.exchange(true) && config_.on_device_lost) config_.on_device_lost();
@@ -52,6 +54,7 @@ grpc::ServerUnaryReactor* TopKService::GetServerInfo(grpc::CallbackServerContext
   out->set_max_recv_message_bytes(config_.max_recv_message_bytes);
   out->set_max_send_message_bytes(config_.max_send_message_bytes);
   response->set_echo_enabled(config_.enable_echo);
+  response->set_regions_enabled(config_.regions.enabled);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -84,6 +87,35 @@ grpc::ServerUnaryReactor* TopKService::Echo(grpc::CallbackServerContext* context
     response->set_payload(payload);
   }
   reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerWriteReactor<v1::SessionEvent>* TopKService::OpenSession(
+    grpc::CallbackServerContext* context, const v1::OpenSessionRequest* /*request*/) {
+  return regions_.OpenSession(context);
+}
+
+grpc::ServerUnaryReactor* TopKService::RegisterRegion(grpc::CallbackServerContext* context,
+                                                      const v1::RegisterRegionRequest* request,
+                                                      v1::RegisterRegionResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(regions_.Register(context, *request, *response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TopKService::UnregisterRegion(grpc::CallbackServerContext* context,
+                                                        const v1::UnregisterRegionRequest* request,
+                                                        v1::UnregisterRegionResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(regions_.Unregister(context, *request, *response));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* TopKService::ListRegions(grpc::CallbackServerContext* context,
+                                                   const v1::ListRegionsRequest* request,
+                                                   v1::ListRegionsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(regions_.List(context, *request, *response));
   return reactor;
 }
 

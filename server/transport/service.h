@@ -9,6 +9,7 @@
 
 #include "server/engine/engine.h"
 #include "server/transport/metrics.h"
+#include "server/transport/region_service.h"
 #include "server/transport/select_reactors.h"
 #include "topk/v1/topk.grpc.pb.h"
 
@@ -22,6 +23,7 @@ struct ServiceConfig {
   // Called (once) when a request finds every device unusable: the server
   // flips its health to NOT_SERVING.
   std::function<void()> on_device_lost;
+  RegionOptions regions;
 };
 
 // Select is served raw (ByteBuffer in and out) so its score bytes are copied
@@ -44,6 +46,20 @@ class TopKService final : public v1::TopK::WithRawCallbackMethod_Select<v1::TopK
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
                                  const v1::EchoMessage* request,
                                  v1::EchoMessage* response) override;
+  grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
+      grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
+  grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
+                                           const v1::RegisterRegionRequest* request,
+                                           v1::RegisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
+                                             const v1::UnregisterRegionRequest* request,
+                                             v1::UnregisterRegionResponse* response) override;
+  grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
+                                        const v1::ListRegionsRequest* request,
+                                        v1::ListRegionsResponse* response) override;
+
+  // Ends the region sessions (before the server drains).
+  void EndSessions() { regions_.EndSessions(); }
 
   TopKService(const TopKService&) = delete;
   TopKService& operator=(const TopKService&) = delete;
@@ -54,6 +70,7 @@ class TopKService final : public v1::TopK::WithRawCallbackMethod_Select<v1::TopK
   Engine* engine_;
   Metrics* metrics_;
   ServiceConfig config_;
+  RegionService regions_;
   SelectContext select_;
   std::atomic<bool> device_lost_reported_{false};
 };

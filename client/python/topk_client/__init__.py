@@ -6,9 +6,17 @@
 
 The generated stubs live in topk_client/_proto (made by the CMake build into
 build/python/topk_client, or by client/python/generate.sh next to these
-sources). CUDA tensors by IPC handle are a later issue (TODO: torch CUDA IPC).
+sources, or by `pip install client/python`).
+
+Zero-copy (rows and answers by reference, the server on the same host):
+
+    from topk_client import ZeroCopyClient
+    with ZeroCopyClient("unix:/run/topk.sock") as topk:
+        indices = topk.select(scores, lengths, k=2048)   # scores: (M, N) float32 CUDA tensor
 """
 
 from topk_client.client import SelectResult, TopKClient, pack_rows  # noqa: F401
+from topk_client.regions import RegionError, RegionSession, ZeroCopyClient  # noqa: F401
 
-__all__ = ["TopKClient", "SelectResult", "pack_rows"]
+__all__ = ["TopKClient", "SelectResult", "pack_rows", "ZeroCopyClient", "RegionSession",
+           "RegionError"]

@@ -78,7 +78,8 @@ class Client {
   // Builds the wire request once (callers replaying the same rows reuse it).
   static v1::SelectRequest MakeRequest(int32_t k, const Rows& rows, const CallOptions& options);
 
-  // Unary Select: the request must fit one message.
+  // Unary Select: the request must fit one message. A request built by a
+  // RegionSession may be sent on any client (it names its session).
   absl::StatusOr<SelectResult> Select(int32_t k, const Rows& rows, const CallOptions& options = {});
   absl::StatusOr<SelectResult> Select(const v1::SelectRequest& request,
                                       const CallOptions& options = {});
@@ -114,5 +115,8 @@ class Client {
 
 // Decodes a response into a result (checks that the byte counts match).
 absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response);
+// The same for a request whose output was by reference (RegionOutput): the
+// result carries shape and timings, and no indices (they are in the region).
+absl::StatusOr<SelectResult> DecodeReferenceResponse(const v1::SelectResponse& response);
 
 }  // namespace topk::client

@@ -1,0 +1,320 @@
+"""Zero-copy Select for co-located clients: rows, lengths and outputs stay in
+memory shared with the server and travel by reference.
+
+* torch CUDA tensors: shared over CUDA IPC in torch's own sharing format
+  (the storage's base allocation handle plus the storage and tensor offsets),
+  each allocation registered once per session and cached; the GPU named by
+  UUID; GPU-side ordering with interprocess CUDA events, so the caller's
+  stream never synchronises with the host.
+* numpy arrays: allocated in POSIX shared memory by the session
+  (`shared_array`), for servers on the CPU backend or without a GPU.
+
+    from topk_client import ZeroCopyClient
+    with ZeroCopyClient("unix:/run/topk.sock") as topk:
+        indices = topk.select(scores, lengths, k=2048)          # scores: (M, N) cuda float32
+        topk.select(scores, lengths, k=2048, out=indices)       # written in place
+
+The server must run with --enable_regions and see this process as local
+(loopback or a unix socket). Ordering: by default the inputs are ready when
+the current CUDA stream reaches the call (an event recorded there is what
+the server waits on) and `out` is complete on that stream when select
+returns (the stream waits on the server's event). With ordering="host",
+the stream is synchronised before the request instead.
+"""
+
+import ctypes
+import itertools
+import os
+import threading
+from multiprocessing import shared_memory
+from typing import Optional, Sequence
+
+import numpy as np
+
+from topk_client.client import TopKClient, _decode, topk_pb2
+
+
+class RegionError(RuntimeError):
+    """A tensor or array that cannot be sent by reference."""
+
+
+def _cuda_allocation_size(pointer: int) -> Optional[int]:
+    """Bytes of the CUDA allocation holding `pointer` (from its base), by the
+    driver's address-range query; None when the driver cannot be asked."""
+    try:
+        libcuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    query = libcuda.cuMemGetAddressRange_v2
+    query.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
+                      ctypes.c_uint64]
+    base, size = ctypes.c_uint64(), ctypes.c_size_t()
+    if query(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)) != 0:
+        return None
+    return size.value
+
+
+# torch's sharing format for a storage's allocation (c10's caching
+# allocator): a version byte, a type byte, then the handle itself: 'c' for a
+# cudaMalloc'd segment (followed by its 64-byte cudaIpcMemHandle_t), 'e' for
+# an expandable segment (followed by torch's own description of its pages,
+# which no cudaIpcMemHandle_t can open). Older torch sent the 64 bytes alone.
+_TORCH_CUDA_MALLOC = ord("c")
+_TORCH_EXPANDABLE_SEGMENT = ord("e")
+_IPC_HANDLE_BYTES = 64
+
+
+def _cuda_ipc_handle(shared: bytes, what: str) -> bytes:
+    if len(shared) == _IPC_HANDLE_BYTES:
+        return shared
+    if len(shared) >= 2 and shared[1] == _TORCH_CUDA_MALLOC and \
+            len(shared) == 2 + _IPC_HANDLE_BYTES:
+        return shared[2:]
+    if len(shared) >= 2 and shared[1] == _TORCH_EXPANDABLE_SEGMENT:
+        raise RegionError(
+            f"{what}: this tensor's storage lives in an expandable segment, which cannot be "
+            "exported as a CUDA IPC memory handle: run with "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor")
+    raise RegionError(f"{what}: torch's sharing handle ({len(shared)} bytes, type "
+                      f"{shared[1:2]!r}) is not a format this client knows")
+
+
+class RegionSession:
+    """An OpenSession stream held open; regions registered through it are
+    released by the server when it closes (or this process dies)."""
+
+    def __init__(self, client: TopKClient):
+        self._stub = client._stub
+        self._call = self._stub.OpenSession(topk_pb2.OpenSessionRequest())
+        self.id = next(self._call).session_id
+
+    def close(self):
+        self._call.cancel()
+
+    def register(self, name: str, **kind):
+        """register(name, shm=ShmRegion(...) | cuda_ipc=CudaIpcRegion(...) |
+        cuda_event=CudaIpcEvent(...))."""
+        return self._stub.RegisterRegion(
+            topk_pb2.RegisterRegionRequest(session_id=self.id, name=name, **kind))
+
+    def unregister(self, name: str):
+        self._stub.UnregisterRegion(topk_pb2.UnregisterRegionRequest(session_id=self.id, name=name))
+
+    def unregister_all(self) -> int:
+        return self._stub.UnregisterRegion(
+            topk_pb2.UnregisterRegionRequest(session_id=self.id, all=True)).unregistered
+
+    def list(self):
+        return list(self._stub.ListRegions(topk_pb2.ListRegionsRequest(session_id=self.id)).regions)
+
+
+class _HostRegion:
+    """A numpy-visible POSIX shared-memory segment registered in a session."""
+
+    def __init__(self, session: RegionSession, name: str, nbytes: int):
+        self.name = name
+        self.shm = shared_memory.SharedMemory(create=True, size=nbytes)
+        session.register(name, shm=topk_pb2.ShmRegion(shm_name="/" + self.shm.name, offset=0,
+                                                      byte_size=nbytes))
+        self.base = np.frombuffer(self.shm.buf, dtype=np.uint8).ctypes.data
+        self.nbytes = nbytes
+
+    def offset_of(self, array: np.ndarray) -> Optional[int]:
+        start = array.__array_interface__["data"][0]
+        if self.base <= start and start + array.nbytes <= self.base + self.nbytes:
+            return start - self.base
+        return None
+
+    def close(self):
+        self.shm.close()
+        self.shm.unlink()
+
+
+class ZeroCopyClient:
+    """A TopKClient plus a region session: select() takes torch CUDA tensors
+    or numpy arrays from shared_array() and sends them by reference."""
+
+    def __init__(self, target: str = "127.0.0.1:50051", **client_kwargs):
+        self.client = TopKClient(target, **client_kwargs)
+        self.session = RegionSession(self.client)
+        self._names = itertools.count()
+        self._lock = threading.Lock()
+        self._cuda_regions = {}   # (device, handle) -> (name, byte_size)
+        self._host_regions = []
+        self._events = {}         # device -> (ready, done) torch.cuda.Event
+
+    def close(self):
+        self.session.close()
+        for region in self._host_regions:
+            region.close()
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- host memory (numpy) -------------------------------------------------
+
+    def shared_array(self, shape, dtype=np.float32) -> np.ndarray:
+        """A zeroed numpy array in a new shared-memory region of this session."""
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        region = _HostRegion(self.session, f"host{next(self._names)}", max(nbytes, 1))
+        self._host_regions.append(region)
+        return np.ndarray(shape, dtype=dtype, buffer=region.shm.buf)
+
+    def _host_ref(self, array: np.ndarray, what: str):
+        for region in self._host_regions:
+            offset = region.offset_of(array)
+            if offset is not None:
+                return topk_pb2.RegionRef(region=region.name, offset=offset)
+        raise RegionError(f"{what} is not in this session's shared memory: allocate it with "
+                          "ZeroCopyClient.shared_array")
+
+    # --- device memory (torch) -----------------------------------------------
+
+    @staticmethod
+    def _uuid(device) -> str:
+        import torch
+        text = str(torch.cuda.get_device_properties(device).uuid)
+        return text if text.startswith("GPU-") else "GPU-" + text
+
+    def _cuda_ref(self, tensor, what: str):
+        """The tensor's place as a region reference, registering its base
+        allocation on first use (cached per allocation)."""
+        storage = tensor.untyped_storage()
+        try:
+            shared = storage._share_cuda_()
+        except RuntimeError as e:
+            raise RegionError(
+                f"{what}: this tensor's storage cannot be exported over CUDA IPC ({e}); "
+                "allocations from expandable segments cannot: run with "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor") from e
+        device, handle, storage_bytes, storage_offset = shared[0], shared[1], shared[2], shared[3]
+        handle = _cuda_ipc_handle(bytes(handle), what)
+        base = storage.data_ptr() - storage_offset
+        key = (device, handle)
+        end = storage_offset + storage_bytes
+        with self._lock:
+            cached = self._cuda_regions.get(key)
+            if cached is None or cached[1] < end:
+                size = _cuda_allocation_size(base) or end
+                name = f"cuda{next(self._names)}"
+                self.session.register(name, cuda_ipc=topk_pb2.CudaIpcRegion(
+                    ipc_handle=handle, offset=0, byte_size=max(size, end),
+                    device=topk_pb2.GpuDevice(uuid=self._uuid(device))))
+                cached = (name, max(size, end))
+                self._cuda_regions[key] = cached
+        offset = storage_offset + tensor.storage_offset() * tensor.element_size()
+        return topk_pb2.RegionRef(region=cached[0], offset=offset)
+
+    def _ordering_events(self, device):
+        import torch
+        with self._lock:
+            if device not in self._events:
+                ready = torch.cuda.Event(interprocess=True)
+                done = torch.cuda.Event(interprocess=True)
+                with torch.cuda.device(device):
+                    ready.record()  # an event gets its IPC handle once recorded
+                    done.record()
+                for name, event in ((f"ready{device}", ready), (f"done{device}", done)):
+                    self.session.register(name, cuda_event=topk_pb2.CudaIpcEvent(
+                        ipc_event_handle=bytes(event.ipc_handle()),
+                        device=topk_pb2.GpuDevice(uuid=self._uuid(device))))
+                self._events[device] = (ready, done)
+            return self._events[device]
+
+    # --- select --------------------------------------------------------------
+
+    def select(self, scores, lengths, k: int, *, out=None, values=None, sorted: bool = False,
+               deterministic: bool = False, ordering: str = "event", request_id: str = ""):
+        """Top-k indices of every row of the 2-D padded `scores` (M, N), row r's
+        valid prefix being lengths[r] long.
+
+        scores: a torch CUDA float32 tensor (rows contiguous, any row stride)
+        or a numpy float32 array from shared_array(). lengths: a sequence /
+        numpy array (sent inline), or an int32 tensor on the scores' GPU
+        (read there; then no length may exceed N). out: (M, >=k) int32 on the
+        same device to write in place; None: a new tensor (torch, written in
+        place on the GPU) or numpy array (from the reply). values: (M, >=k)
+        float32 like out, to also get the selected values.
+        Returns out (or the new indices)."""
+        is_torch = type(scores).__module__.startswith("torch")
+        unit_stride = (scores.stride(1) == 1) if is_torch else (scores.strides[1] == 4)
+        if scores.ndim != 2 or not unit_stride:
+            raise RegionError("scores: a 2-D array with contiguous rows")
+        m = scores.shape[0]
+        rows = topk_pb2.RegionRows(num_rows=m)
+        request = topk_pb2.SelectRequest(
+            k=k, request_id=request_id, session_id=self.session.id,
+            options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
+                                           return_values=values is not None))
+        if is_torch:
+            return self._select_torch(request, rows, scores, lengths, k, out, values, ordering)
+        return self._select_numpy(request, rows, scores, lengths, k, out, values)
+
+    def _select_torch(self, request, rows, scores, lengths, k, out, values, ordering):
+        import torch
+        if not scores.is_cuda or scores.dtype != torch.float32:
+            raise RegionError("scores: a float32 CUDA tensor")
+        device = scores.device
+        rows.scores.CopyFrom(self._cuda_ref(scores, "scores"))
+        rows.row_pitch = scores.stride(0)
+        if isinstance(lengths, torch.Tensor) and lengths.is_cuda:
+            if lengths.dtype != torch.int32 or lengths.device != device or not lengths.is_contiguous():
+                raise RegionError("lengths: a contiguous int32 tensor on the scores' GPU")
+            rows.lengths_ref.CopyFrom(self._cuda_ref(lengths, "lengths"))
+            rows.width = scores.shape[1]
+        else:
+            rows.lengths.extend(int(x) for x in (lengths.tolist() if hasattr(lengths, "tolist")
+                                                 else lengths))
+        if out is None:
+            out = torch.empty((scores.shape[0], k), dtype=torch.int32, device=device)
+        for name, t, dtype in (("out", out, torch.int32), ("values", values, torch.float32)):
+            if t is not None and (t.device != device or t.dtype != dtype or t.stride(1) != 1
+                                  or t.shape[1] < k or t.shape[0] != scores.shape[0]):
+                raise RegionError(f"{name}: ({scores.shape[0]}, >= {k}) {dtype} on {device} "
+                                  "with contiguous rows")
+        request.region_rows.CopyFrom(rows)
+        request.output.indices.CopyFrom(self._cuda_ref(out, "out"))
+        request.output.row_stride = out.stride(0)
+        if values is not None:
+            if values.stride(0) != out.stride(0):
+                raise RegionError("values: must have the same row stride as out")
+            request.output.values.CopyFrom(self._cuda_ref(values, "values"))
+        stream = torch.cuda.current_stream(device)
+        if ordering == "event":
+            ready, done = self._ordering_events(device.index)
+            ready.record(stream)
+            request.ordering.wait_event = f"ready{device.index}"
+            request.ordering.record_event = f"done{device.index}"
+        else:
+            stream.synchronize()
+        self.client._stub.Select(request)
+        if ordering == "event":
+            stream.wait_event(done)
+        return out
+
+    def _select_numpy(self, request, rows, scores, lengths, k, out, values):
+        if scores.dtype != np.float32:
+            raise RegionError("scores: float32")
+        rows.scores.CopyFrom(self._host_ref(scores, "scores"))
+        rows.row_pitch = scores.strides[0] // 4
+        if isinstance(lengths, np.ndarray) and self._owns(lengths):
+            rows.lengths_ref.CopyFrom(self._host_ref(np.ascontiguousarray(lengths), "lengths"))
+        else:
+            rows.lengths.extend(int(x) for x in lengths)
+        request.region_rows.CopyFrom(rows)
+        if out is not None:
+            request.output.indices.CopyFrom(self._host_ref(out, "out"))
+            request.output.row_stride = out.strides[0] // 4
+            if values is not None:
+                request.output.values.CopyFrom(self._host_ref(values, "values"))
+        elif values is not None:
+            raise RegionError("values: give out as well (or neither)")
+        response = self.client._stub.Select(request)
+        return out if out is not None else _decode(response).indices
+
+    def _owns(self, array: np.ndarray) -> bool:
+        return any(region.offset_of(array) is not None for region in self._host_regions)

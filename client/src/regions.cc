@@ -1,0 +1,241 @@
+#include "topk/client/regions.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+
+namespace topk::client {
+namespace {
+
+absl::Status ToAbsl(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+void SetSlice(const RegionSlice& slice, v1::RegionRef& out) {
+  out.set_region(slice.region);
+  out.set_offset(slice.offset);
+}
+
+void SetDevice(const GpuId& device, v1::GpuDevice& out) {
+  out.set_uuid(device.uuid);
+  out.set_ordinal(device.ordinal);
+}
+
+}  // namespace
+
+absl::StatusOr<SharedMemorySegment> SharedMemorySegment::Create(std::string name, size_t bytes) {
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm_open('", name, "'): ", std::strerror(errno)));
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int error = errno;
+    close(fd);
+    shm_unlink(name.c_str());
+    return absl::ResourceExhaustedError(
+        absl::StrCat("ftruncate('", name, "', ", bytes, "): ", std::strerror(error)));
+  }
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int error = errno;
+  close(fd);  // the mapping keeps the object alive
+  if (data == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return absl::ResourceExhaustedError(
+        absl::StrCat("mmap('", name, "', ", bytes, "): ", std::strerror(error)));
+  }
+  return SharedMemorySegment(std::move(name), static_cast<std::byte*>(data), bytes);
+}
+
+SharedMemorySegment::~SharedMemorySegment() { Reset(); }
+
+SharedMemorySegment::SharedMemorySegment(SharedMemorySegment&& other) noexcept
+    : name_(std::move(other.name_)),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)) {}
+
+SharedMemorySegment& SharedMemorySegment::operator=(SharedMemorySegment&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    name_ = std::move(other.name_);
+    data_ = std::exchange(other.data_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void SharedMemorySegment::Reset() {
+  if (data_ == nullptr) return;
+  munmap(data_, bytes_);
+  // The server's own mapping (if registered) stays valid until it unmaps.
+  shm_unlink(name_.c_str());
+  data_ = nullptr;
+}
+
+RegionSession::RegionSession(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)),
+      stub_(v1::TopK::NewStub(channel_)),
+      selects_(std::make_unique<Client>(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<RegionSession>> RegionSession::Open(const Client& client) {
+  auto session = std::unique_ptr<RegionSession>(new RegionSession(client.channel()));
+  session->stream_context_ = std::make_unique<grpc::ClientContext>();
+  session->stream_ =
+      session->stub_->OpenSession(session->stream_context_.get(), v1::OpenSessionRequest());
+  v1::SessionEvent event;
+  if (!session->stream_->Read(&event)) {
+    const grpc::Status status = session->stream_->Finish();
+    session->stream_.reset();
+    return status.ok() ? absl::UnavailableError("OpenSession: the stream ended without an id")
+                       : ToAbsl(status);
+  }
+  session->id_ = event.session_id();
+  return session;
+}
+
+RegionSession::~RegionSession() {
+  if (stream_ != nullptr) {
+    // Ending the stream is what releases the session's regions.
+    stream_context_->TryCancel();
+    v1::SessionEvent ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    stream_->Finish();
+  }
+}
+
+absl::Status RegionSession::Register(const v1::RegisterRegionRequest& request) {
+  grpc::ClientContext context;
+  v1::RegisterRegionResponse response;
+  return ToAbsl(stub_->RegisterRegion(&context, request, &response));
+}
+
+absl::Status RegionSession::RegisterShm(const std::string& name, const std::string& shm_name,
+                                        uint64_t offset, uint64_t byte_size) {
+  v1::RegisterRegionRequest request;
+  request.set_session_id(id_);
+  request.set_name(name);
+  request.mutable_shm()->set_shm_name(shm_name);
+  request.mutable_shm()->set_offset(offset);
+  request.mutable_shm()->set_byte_size(byte_size);
+  return Register(request);
+}
+
+absl::Status RegionSession::Register(const std::string& name, const SharedMemorySegment& segment) {
+  return RegisterShm(name, segment.name(), 0, segment.size());
+}
+
+absl::Status RegionSession::RegisterCudaIpc(const std::string& name, absl::string_view ipc_handle,
+                                            uint64_t offset, uint64_t byte_size,
+                                            const GpuId& device) {
+  v1::RegisterRegionRequest request;
+  request.set_session_id(id_);
+  request.set_name(name);
+  v1::CudaIpcRegion* region = request.mutable_cuda_ipc();
+  region->set_ipc_handle(std::string(ipc_handle));
+  region->set_offset(offset);
+  region->set_byte_size(byte_size);
+  SetDevice(device, *region->mutable_device());
+  return Register(request);
+}
+
+absl::Status RegionSession::RegisterCudaEvent(const std::string& name,
+                                              absl::string_view ipc_event_handle,
+                                              const GpuId& device) {
+  v1::RegisterRegionRequest request;
+  request.set_session_id(id_);
+  request.set_name(name);
+  request.mutable_cuda_event()->set_ipc_event_handle(std::string(ipc_event_handle));
+  SetDevice(device, *request.mutable_cuda_event()->mutable_device());
+  return Register(request);
+}
+
+absl::Status RegionSession::Unregister(const std::string& name) {
+  grpc::ClientContext context;
+  v1::UnregisterRegionRequest request;
+  request.set_session_id(id_);
+  request.set_name(name);
+  v1::UnregisterRegionResponse response;
+  return ToAbsl(stub_->UnregisterRegion(&context, request, &response));
+}
+
+absl::StatusOr<int> RegionSession::UnregisterAll() {
+  grpc::ClientContext context;
+  v1::UnregisterRegionRequest request;
+  request.set_session_id(id_);
+  request.set_all(true);
+  v1::UnregisterRegionResponse response;
+  if (grpc::Status s = stub_->UnregisterRegion(&context, request, &response); !s.ok()) {
+    return ToAbsl(s);
+  }
+  return response.unregistered();
+}
+
+absl::StatusOr<std::vector<v1::RegionInfo>> RegionSession::List() {
+  grpc::ClientContext context;
+  v1::ListRegionsRequest request;
+  request.set_session_id(id_);
+  v1::ListRegionsResponse response;
+  if (grpc::Status s = stub_->ListRegions(&context, request, &response); !s.ok()) {
+    return ToAbsl(s);
+  }
+  return std::vector<v1::RegionInfo>(response.regions().begin(), response.regions().end());
+}
+
+v1::SelectRequest RegionSession::MakeRequest(int32_t k, const RegionRowsRef& rows,
+                                             const RegionOutputRef* output,
+                                             const CallOptions& options,
+                                             const GpuOrderingRef* ordering) const {
+  v1::SelectRequest request;
+  request.set_k(k);
+  request.mutable_options()->set_sorted(options.sorted);
+  request.mutable_options()->set_deterministic(options.deterministic);
+  request.mutable_options()->set_return_values(options.return_values);
+  request.set_request_id(options.request_id);
+  request.set_session_id(id_);
+  v1::RegionRows* region_rows = request.mutable_region_rows();
+  SetSlice(rows.scores, *region_rows->mutable_scores());
+  region_rows->set_num_rows(rows.num_rows);
+  if (rows.row_offsets.has_value()) {
+    SetSlice(*rows.row_offsets, *region_rows->mutable_row_offsets());
+  } else {
+    region_rows->set_row_pitch(rows.row_pitch);
+  }
+  region_rows->mutable_lengths()->Add(rows.lengths.begin(), rows.lengths.end());
+  if (rows.lengths_ref.has_value())
+    SetSlice(*rows.lengths_ref, *region_rows->mutable_lengths_ref());
+  region_rows->set_width(rows.width);
+  if (output != nullptr) {
+    v1::RegionOutput* out = request.mutable_output();
+    SetSlice(output->indices, *out->mutable_indices());
+    if (output->values.has_value()) SetSlice(*output->values, *out->mutable_values());
+    out->set_row_stride(output->row_stride);
+  }
+  if (ordering != nullptr) {
+    request.mutable_ordering()->set_wait_event(ordering->wait_event);
+    request.mutable_ordering()->set_record_event(ordering->record_event);
+  }
+  return request;
+}
+
+absl::StatusOr<SelectResult> RegionSession::Select(int32_t k, const RegionRowsRef& rows,
+                                                   const RegionOutputRef* output,
+                                                   const CallOptions& options,
+                                                   const GpuOrderingRef* ordering) {
+  return Select(MakeRequest(k, rows, output, options, ordering), options);
+}
+
+absl::StatusOr<SelectResult> RegionSession::Select(const v1::SelectRequest& request,
+                                                   const CallOptions& options) {
+  return selects_->Select(request, options);
+}
+
+}  // namespace topk::client

@@ -1,0 +1,159 @@
+#include "reference_transport.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+
+#if TOPK_LOADGEN_CUDA
+#include "topk/client/cuda_regions.h"
+#endif
+
+namespace topk::tools {
+namespace {
+
+uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+}  // namespace
+
+// The region's memory: host (shared memory) or device (CUDA IPC).
+struct ReferenceRegions::Memory {
+  client::SharedMemorySegment shm;
+#if TOPK_LOADGEN_CUDA
+  std::optional<client::CudaIpcBuffer> gpu;
+#endif
+
+  std::byte* data() const {
+#if TOPK_LOADGEN_CUDA
+    if (gpu.has_value()) return gpu->data();
+#endif
+    return shm.data();
+  }
+
+  absl::Status Write(uint64_t at, const void* bytes, size_t size) const {
+#if TOPK_LOADGEN_CUDA
+    if (gpu.has_value()) {
+      if (cudaMemcpy(data() + at, bytes, size, cudaMemcpyHostToDevice) != cudaSuccess) {
+        return absl::InternalError("cudaMemcpy to the IPC buffer failed");
+      }
+      return absl::OkStatus();
+    }
+#endif
+    std::memcpy(data() + at, bytes, size);
+    return absl::OkStatus();
+  }
+
+  absl::Status Read(uint64_t at, void* bytes, size_t size) const {
+#if TOPK_LOADGEN_CUDA
+    if (gpu.has_value()) {
+      if (cudaMemcpy(bytes, data() + at, size, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        return absl::InternalError("cudaMemcpy from the IPC buffer failed");
+      }
+      return absl::OkStatus();
+    }
+#endif
+    std::memcpy(bytes, data() + at, size);
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<Transport> ParseTransport(const std::string& name) {
+  if (name == "inline") return Transport::kInline;
+  if (name == "shm") return Transport::kShm;
+  if (name == "ipc") {
+#if TOPK_LOADGEN_CUDA
+    return Transport::kIpc;
+#else
+    return absl::UnimplementedError("--transport=ipc: this build has no CUDA");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--transport: '", name, "' is not inline, shm or ipc"));
+}
+
+ReferenceRegions::~ReferenceRegions() = default;
+
+absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
+    Transport transport, client::Client& client, const std::vector<PackedRows>& rows, int32_t k,
+    const client::CallOptions& options, int callers, int device) {
+  auto regions = std::unique_ptr<ReferenceRegions>(new ReferenceRegions());
+  absl::StatusOr<std::unique_ptr<client::RegionSession>> session =
+      client::RegionSession::Open(client);
+  if (!session.ok()) return session.status();
+  regions->session_ = *std::move(session);
+
+  // Layout: per variant its packed scores and int64 row offsets; then one
+  // output area (M x K indices) per caller.
+  std::vector<uint64_t> scores_at, offsets_at;
+  uint64_t size = 0;
+  int64_t max_rows = 0;
+  for (const PackedRows& r : rows) {
+    scores_at.push_back(size);
+    size += Align(r.scores.size() * sizeof(float));
+    offsets_at.push_back(size);
+    size += Align(r.offsets.size() * sizeof(int64_t));
+    max_rows = std::max<int64_t>(max_rows, static_cast<int64_t>(r.lengths.size()));
+  }
+  regions->output_bytes_ = static_cast<size_t>(max_rows) * k * sizeof(int32_t);
+  for (int c = 0; c < callers; ++c) {
+    regions->output_at_.push_back(size);
+    size += Align(regions->output_bytes_);
+  }
+  regions->memory_ = std::make_unique<Memory>();
+  Memory& memory = *regions->memory_;
+  absl::Status registered;
+  if (transport == Transport::kShm) {
+    absl::StatusOr<client::SharedMemorySegment> shm =
+        client::SharedMemorySegment::Create(absl::StrCat("/topk-loadgen-", getpid()), size);
+    if (!shm.ok()) return shm.status();
+    memory.shm = *std::move(shm);
+    registered = regions->session_->Register("data", memory.shm);
+  } else {
+#if TOPK_LOADGEN_CUDA
+    absl::StatusOr<client::CudaIpcBuffer> gpu = client::CudaIpcBuffer::Create(size, device);
+    if (!gpu.ok()) return gpu.status();
+    memory.gpu.emplace(*std::move(gpu));
+    registered = client::Register(*regions->session_, "data", *memory.gpu);
+#else
+    (void)device;
+    return absl::UnimplementedError("--transport=ipc: this build has no CUDA");
+#endif
+  }
+  if (!registered.ok()) return registered;
+
+  for (size_t v = 0; v < rows.size(); ++v) {
+    const PackedRows& r = rows[v];
+    if (absl::Status s = memory.Write(scores_at[v], r.scores.data(), r.scores.size() * 4);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = memory.Write(offsets_at[v], r.offsets.data(), r.offsets.size() * 8);
+        !s.ok()) {
+      return s;
+    }
+  }
+  regions->requests_.resize(callers);
+  for (int c = 0; c < callers; ++c) {
+    for (size_t v = 0; v < rows.size(); ++v) {
+      client::RegionRowsRef ref;
+      ref.scores = {"data", scores_at[v]};
+      ref.num_rows = static_cast<int32_t>(rows[v].lengths.size());
+      ref.row_offsets = client::RegionSlice{"data", offsets_at[v]};
+      ref.lengths = rows[v].lengths;
+      const client::RegionOutputRef out{.indices = {"data", regions->output_at_[c]}};
+      regions->requests_[c].push_back(regions->session_->MakeRequest(k, ref, &out, options));
+    }
+  }
+  return regions;
+}
+
+absl::Status ReferenceRegions::ReadOutput(int caller, client::SelectResult& result) const {
+  result.indices.resize(static_cast<size_t>(result.num_rows) * result.k);
+  return memory_->Read(output_at_[caller], result.indices.data(),
+                       result.indices.size() * sizeof(int32_t));
+}
+
+}  // namespace topk::tools

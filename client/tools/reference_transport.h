@@ -1,0 +1,50 @@
+// topk-loadgen's by-reference transports (--transport=shm|ipc): the
+// workload's rows placed once in a region (a shared-memory segment, or a
+// CUDA allocation exported over IPC), an output area per caller, and one
+// prebuilt request per caller and variant that names them. The answer is
+// written in place; a caller reads it back only for the calls it verifies.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "packed_rows.h"
+#include "topk/client/client.h"
+#include "topk/client/regions.h"
+
+namespace topk::tools {
+
+enum class Transport { kInline, kShm, kIpc };
+
+// "inline", "shm" or "ipc"; ipc needs a build with CUDA.
+absl::StatusOr<Transport> ParseTransport(const std::string& name);
+
+class ReferenceRegions {
+ public:
+  // Places `rows` (all variants) and `callers` output areas in a region of
+  // `transport`'s kind (ipc: on CUDA device `device`), registered in a
+  // session opened on `client`, and builds the requests.
+  static absl::StatusOr<std::unique_ptr<ReferenceRegions>> Create(
+      Transport transport, client::Client& client, const std::vector<PackedRows>& rows, int32_t k,
+      const client::CallOptions& options, int callers, int device);
+  ~ReferenceRegions();
+
+  const v1::SelectRequest& request(int caller, size_t variant) const {
+    return requests_[caller][variant];
+  }
+  // Caller `caller`'s last answer, read from its output area.
+  absl::Status ReadOutput(int caller, client::SelectResult& result) const;
+
+ private:
+  struct Memory;
+  ReferenceRegions() = default;
+  std::unique_ptr<client::RegionSession> session_;
+  std::unique_ptr<Memory> memory_;
+  std::vector<std::vector<v1::SelectRequest>> requests_;
+  std::vector<uint64_t> output_at_;  // per caller, bytes into the region
+  size_t output_bytes_ = 0;          // per caller
+};
+
+}  // namespace topk::tools

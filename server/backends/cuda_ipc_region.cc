@@ -1,0 +1,261 @@
+// The CUDA kinds of region: memory and events another process exported with
+// cudaIpcGetMemHandle / cudaIpcGetEventHandle, opened on the GPU the client
+// names (by UUID first: ordinals depend on each process's
+// CUDA_VISIBLE_DEVICES).
+#include "absl/strings/str_cat.h"
+#include "server/backends/region.h"
+
+#if TOPK_HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "spdlog/spdlog.h"
+#include "topk/cuda/resources.h"
+#include "topk/cuda/status.h"
+#endif
+
+namespace topk::server {
+namespace {
+
+// A server selecting on the CPU has no GPU to open device memory on.
+absl::Status CheckServesGpus(absl::Span<const int> served, absl::string_view field) {
+  if (served.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".device: this server selects on the CPU and serves no GPU (wrong device)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+#if !TOPK_HAVE_CUDA
+
+absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view handle,
+                                                          uint64_t /*offset*/,
+                                                          uint64_t /*byte_size*/,
+                                                          const GpuName& /*device*/,
+                                                          absl::Span<const int> served) {
+  if (handle.size() != kCudaIpcHandleBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.ipc_handle: ", handle.size(),
+                                                   " bytes, a cudaIpcMemHandle_t has ",
+                                                   kCudaIpcHandleBytes));
+  }
+  if (absl::Status s = CheckServesGpus(served, "cuda_ipc"); !s.ok()) return s;
+  return absl::UnimplementedError("cuda_ipc: the server was built without CUDA");
+}
+
+absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handle,
+                                                         const GpuName& /*device*/,
+                                                         absl::Span<const int> served) {
+  if (handle.size() != kCudaIpcHandleBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_event.ipc_event_handle: ", handle.size(),
+                                                   " bytes, a cudaIpcEventHandle_t has ",
+                                                   kCudaIpcHandleBytes));
+  }
+  if (absl::Status s = CheckServesGpus(served, "cuda_event"); !s.ok()) return s;
+  return absl::UnimplementedError("cuda_event: the server was built without CUDA");
+}
+
+absl::Status CopyFromGpuRegion(const Region& /*region*/, uint64_t /*offset*/, size_t /*bytes*/,
+                               void* /*dest*/) {
+  return absl::UnimplementedError("the server was built without CUDA");
+}
+
+#else  // TOPK_HAVE_CUDA
+
+namespace {
+
+static_assert(sizeof(cudaIpcMemHandle_t) == kCudaIpcHandleBytes);
+static_assert(sizeof(cudaIpcEventHandle_t) == kCudaIpcHandleBytes);
+
+std::string UuidText(const cudaUUID_t& uuid) {
+  std::string out = "GPU-";
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
+    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
+    out += kHex[byte >> 4];
+    out += kHex[byte & 15];
+  }
+  return out;
+}
+
+// The server's ordinal of the GPU the client named, among those it serves.
+absl::StatusOr<int> ResolveDevice(const GpuName& device, absl::Span<const int> served,
+                                  absl::string_view field) {
+  if (!device.uuid.empty()) {
+    for (int ordinal : served) {
+      cudaDeviceProp prop{};
+      TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
+      if (UuidText(prop.uuid) == device.uuid) return ordinal;
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".device.uuid: ", device.uuid, " is not a GPU this server serves"));
+  }
+  if (std::find(served.begin(), served.end(), device.ordinal) == served.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ".device.ordinal: ", device.ordinal,
+                                                   " is not a GPU this server serves"));
+  }
+  return device.ordinal;
+}
+
+// Bytes from `pointer` to the end of the allocation holding it, by the
+// driver's address-range query. Fetched through the runtime, so the server
+// needs no link-time dependency on libcuda.
+absl::StatusOr<uint64_t> AllocationBytesFrom(void* pointer) {
+  using GetAddressRange = CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr);
+  static GetAddressRange query = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return static_cast<GetAddressRange>(nullptr);
+    }
+    return reinterpret_cast<GetAddressRange>(function);
+  }();
+  if (query == nullptr) {
+    return absl::InternalError("cuda_ipc: the driver has no cuMemGetAddressRange");
+  }
+  CUdeviceptr base = 0;
+  size_t bytes = 0;
+  const auto address = reinterpret_cast<CUdeviceptr>(pointer);
+  if (CUresult r = query(&base, &bytes, address); r != CUDA_SUCCESS) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_ipc: cuMemGetAddressRange failed (CUresult ", static_cast<int>(r), ")"));
+  }
+  return static_cast<uint64_t>(base) + bytes - static_cast<uint64_t>(address);
+}
+
+// An opened cudaIpcMemHandle_t; closed on destruction on its own device.
+class CudaIpcRegion final : public Region {
+ public:
+  CudaIpcRegion(void* base, std::byte* usable, uint64_t byte_size, int ordinal)
+      : Region(RegionKind::kCudaIpc, usable, byte_size, ordinal), base_(base) {}
+  ~CudaIpcRegion() override {
+    int previous = 0;
+    cudaGetDevice(&previous);
+    cudaSetDevice(device_ordinal());
+    if (cudaError_t e = cudaIpcCloseMemHandle(base_); e != cudaSuccess) {
+      spdlog::warn("cudaIpcCloseMemHandle: {}", cudaGetErrorString(e));
+    }
+    cudaSetDevice(previous);
+  }
+
+ private:
+  void* base_;
+};
+
+class CudaIpcEventRegion final : public Region {
+ public:
+  CudaIpcEventRegion(cuda::Event event, int ordinal)
+      : Region(RegionKind::kCudaEvent, nullptr, 0, ordinal), event_(std::move(event)) {}
+  void* cuda_event() const override { return event_.get(); }
+
+ private:
+  cuda::Event event_;
+};
+
+// Restores the calling thread's current device on scope exit (gRPC threads
+// are shared; the workers set their own device before every request).
+class ScopedDevice {
+ public:
+  ScopedDevice() { cudaGetDevice(&previous_); }
+  ~ScopedDevice() { cudaSetDevice(previous_); }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view handle, uint64_t offset,
+                                                          uint64_t byte_size, const GpuName& device,
+                                                          absl::Span<const int> served) {
+  if (handle.size() != kCudaIpcHandleBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.ipc_handle: ", handle.size(),
+                                                   " bytes, a cudaIpcMemHandle_t has ",
+                                                   kCudaIpcHandleBytes));
+  }
+  if (absl::Status s = CheckServesGpus(served, "cuda_ipc"); !s.ok()) return s;
+  if (byte_size == 0) return absl::InvalidArgumentError("cuda_ipc.byte_size: must be > 0");
+  if (offset > std::numeric_limits<uint64_t>::max() - byte_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_ipc: offset ", offset, " + byte_size ", byte_size, " overflows"));
+  }
+  absl::StatusOr<int> ordinal = ResolveDevice(device, served, "cuda_ipc");
+  if (!ordinal.ok()) return ordinal.status();
+  const ScopedDevice restore;
+  TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(*ordinal));
+  cudaIpcMemHandle_t ipc{};
+  std::memcpy(&ipc, handle.data(), sizeof(ipc));
+  void* base = nullptr;
+  if (cudaError_t e = cudaIpcOpenMemHandle(&base, ipc, cudaIpcMemLazyEnablePeerAccess);
+      e != cudaSuccess) {
+    cudaGetLastError();  // not sticky: clear it for the next call on this thread
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_ipc.ipc_handle: cudaIpcOpenMemHandle on device ", *ordinal, ": ",
+                     cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
+  }
+  // Owned from here on: every early return below closes the handle.
+  auto region = std::make_unique<CudaIpcRegion>(base, static_cast<std::byte*>(base) + offset,
+                                                byte_size, *ordinal);
+  // The real extent of what the handle opened: never trust the client's size.
+  absl::StatusOr<uint64_t> extent = AllocationBytesFrom(base);
+  if (!extent.ok()) return extent.status();
+  if (offset + byte_size > *extent) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc: offset ", offset, " + byte_size ",
+                                                   byte_size, " exceeds the allocation's ", *extent,
+                                                   " bytes"));
+  }
+  return std::unique_ptr<Region>(std::move(region));
+}
+
+absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handle,
+                                                         const GpuName& device,
+                                                         absl::Span<const int> served) {
+  if (handle.size() != kCudaIpcHandleBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_event.ipc_event_handle: ", handle.size(),
+                                                   " bytes, a cudaIpcEventHandle_t has ",
+                                                   kCudaIpcHandleBytes));
+  }
+  if (absl::Status s = CheckServesGpus(served, "cuda_event"); !s.ok()) return s;
+  absl::StatusOr<int> ordinal = ResolveDevice(device, served, "cuda_event");
+  if (!ordinal.ok()) return ordinal.status();
+  const ScopedDevice restore;
+  TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(*ordinal));
+  cudaIpcEventHandle_t ipc{};
+  std::memcpy(&ipc, handle.data(), sizeof(ipc));
+  cudaEvent_t event = nullptr;
+  if (cudaError_t e = cudaIpcOpenEventHandle(&event, ipc); e != cudaSuccess) {
+    cudaGetLastError();
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuda_event.ipc_event_handle: cudaIpcOpenEventHandle on device ", *ordinal,
+                     ": ", cudaGetErrorString(e), " (", cudaGetErrorName(e), ")"));
+  }
+  return std::unique_ptr<Region>(
+      std::make_unique<CudaIpcEventRegion>(cuda::Event(event), *ordinal));
+}
+
+absl::Status CopyFromGpuRegion(const Region& region, uint64_t offset, size_t bytes, void* dest) {
+  if (region.kind() != RegionKind::kCudaIpc) {
+    return absl::InvalidArgumentError("an event region holds no bytes");
+  }
+  const ScopedDevice restore;
+  TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(region.device_ordinal()));
+  TOPK_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(dest, region.data() + offset, bytes, cudaMemcpyDeviceToHost));
+  return absl::OkStatus();
+}
+
+#endif  // TOPK_HAVE_CUDA
+
+}  // namespace topk::server

@@ -1,0 +1,140 @@
+#include "server/backends/region.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace topk::server {
+namespace {
+
+std::string OsError(int error) { return std::strerror(error); }
+
+// Owns a file descriptor.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(Fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// An mmap'd window of a shared-memory object; unmapped on destruction. It
+// keeps the object open to see its size change (CheckIntact).
+class ShmRegion final : public Region {
+ public:
+  ShmRegion(Fd fd, void* mapping, size_t mapping_bytes, size_t usable_offset, uint64_t byte_size,
+            uint64_t needed_object_bytes)
+      : Region(RegionKind::kShm, static_cast<std::byte*>(mapping) + usable_offset, byte_size, -1),
+        fd_(std::move(fd)),
+        mapping_(mapping),
+        mapping_bytes_(mapping_bytes),
+        needed_object_bytes_(needed_object_bytes) {}
+  ~ShmRegion() override { munmap(mapping_, mapping_bytes_); }
+
+  absl::Status CheckIntact() const override {
+    struct stat info {};
+    if (fstat(fd_.get(), &info) != 0 ||
+        static_cast<uint64_t>(info.st_size) < needed_object_bytes_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the shared-memory object shrank below the registered range (",
+                       needed_object_bytes_, " bytes); unregister and register it again"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  Fd fd_;
+  void* mapping_;
+  size_t mapping_bytes_;
+  uint64_t needed_object_bytes_;
+};
+
+}  // namespace
+
+absl::string_view RegionKindName(RegionKind kind) {
+  switch (kind) {
+    case RegionKind::kShm:
+      return "shm";
+    case RegionKind::kCudaIpc:
+      return "cuda_ipc";
+    case RegionKind::kCudaEvent:
+      return "cuda_event";
+  }
+  return "unknown";
+}
+
+absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes, void* dest) {
+  if (region.kind() == RegionKind::kShm) {
+    if (bytes > 0) std::memcpy(dest, region.data() + offset, bytes);
+    return absl::OkStatus();
+  }
+  return CopyFromGpuRegion(region, offset, bytes, dest);
+}
+
+absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,
+                                                      uint64_t byte_size) {
+  // A name with a second '/' would address a path, not a shared-memory
+  // object; an empty one or a bare "/" addresses nothing.
+  if (shm_name.size() < 2 || shm_name.size() > 255 || shm_name[0] != '/' ||
+      shm_name.find('/', 1) != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shm.shm_name: '", shm_name, "' is not a shared-memory name (\"/name\", no other '/')"));
+  }
+  if (byte_size == 0) {
+    return absl::InvalidArgumentError("shm.byte_size: must be > 0");
+  }
+  if (offset > std::numeric_limits<uint64_t>::max() - byte_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm: offset ", offset, " + byte_size ", byte_size, " overflows"));
+  }
+  Fd fd(shm_open(shm_name.c_str(), O_RDWR, 0));
+  if (fd.get() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm.shm_name: shm_open('", shm_name, "'): ", OsError(errno)));
+  }
+  struct stat info {};
+  if (fstat(fd.get(), &info) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm.shm_name: fstat('", shm_name, "'): ", OsError(errno)));
+  }
+  const auto object_bytes = static_cast<uint64_t>(info.st_size);
+  if (offset + byte_size > object_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm: offset ", offset, " + byte_size ", byte_size, " = ", offset + byte_size,
+                     " exceeds the object's ", object_bytes, " bytes ('", shm_name, "')"));
+  }
+  // mmap wants a page-aligned file offset: map from the page holding
+  // `offset` and point past the difference.
+  const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t map_offset = offset - offset % page;
+  const uint64_t lead = offset - map_offset;
+  const uint64_t map_bytes = lead + byte_size;
+  if (map_bytes > std::numeric_limits<size_t>::max()) {
+    return absl::InvalidArgumentError("shm.byte_size: larger than the address space");
+  }
+  void* mapping = mmap(nullptr, static_cast<size_t>(map_bytes), PROT_READ | PROT_WRITE, MAP_SHARED,
+                       fd.get(), static_cast<off_t>(map_offset));
+  if (mapping == MAP_FAILED) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm: mmap('", shm_name, "', ", map_bytes, " bytes): ", OsError(errno)));
+  }
+  return std::make_unique<ShmRegion>(std::move(fd), mapping, static_cast<size_t>(map_bytes),
+                                     static_cast<size_t>(lead), byte_size, offset + byte_size);
+}
+
+}  // namespace topk::server

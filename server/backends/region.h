@@ -1,0 +1,132 @@
+// Memory a client shares with the server: a POSIX shared-memory object or a
+// CUDA allocation (cudaIpcGetMemHandle), opened once when the client
+// registers it and closed when the last user lets go; and CUDA interprocess
+// events for GPU-side ordering. Each kind is an RAII object: destroying it
+// unmaps or closes what opening it mapped or opened.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+namespace topk::server {
+
+enum class RegionKind { kShm, kCudaIpc, kCudaEvent };
+
+// "shm", "cuda_ipc", "cuda_event" (the names ListRegions reports).
+absl::string_view RegionKindName(RegionKind kind);
+
+class Region {
+ public:
+  virtual ~Region() = default;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+  RegionKind kind() const { return kind_; }
+  // The usable range's length in bytes (0 for an event).
+  uint64_t byte_size() const { return byte_size_; }
+  // The server's CUDA ordinal of the memory's GPU; -1 for host memory.
+  int32_t device_ordinal() const { return device_ordinal_; }
+  // The usable range's first byte: host memory for kShm, device memory for
+  // kCudaIpc, null for an event.
+  std::byte* data() const { return data_; }
+  // The cudaEvent_t of a kCudaEvent region (null otherwise), untyped so that
+  // this header needs no CUDA.
+  virtual void* cuda_event() const { return nullptr; }
+
+  // Whether the memory is still all there. A shared-memory object can be
+  // shrunk by its owner after registration, and reading past its new end
+  // would fault: requests check this before they are queued.
+  virtual absl::Status CheckIntact() const { return absl::OkStatus(); }
+
+  // Requests that hold the region right now (RegionLease).
+  int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
+
+ protected:
+  Region(RegionKind kind, std::byte* data, uint64_t byte_size, int32_t device_ordinal)
+      : kind_(kind), data_(data), byte_size_(byte_size), device_ordinal_(device_ordinal) {}
+
+ private:
+  friend class RegionLease;
+  RegionKind kind_;
+  std::byte* data_;
+  uint64_t byte_size_;
+  int32_t device_ordinal_;
+  std::atomic<int64_t> in_flight_{0};
+};
+
+// A request's hold on a region: keeps it open (and counted in in_flight())
+// until the request is done, even when the client unregisters it meanwhile.
+class RegionLease {
+ public:
+  RegionLease() = default;
+  explicit RegionLease(std::shared_ptr<Region> region) : region_(std::move(region)) {
+    if (region_) region_->in_flight_.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~RegionLease() { Release(); }
+  RegionLease(RegionLease&& other) noexcept : region_(std::move(other.region_)) {}
+  RegionLease& operator=(RegionLease&& other) noexcept {
+    if (this != &other) {
+      Release();
+      region_ = std::move(other.region_);
+    }
+    return *this;
+  }
+  RegionLease(const RegionLease&) = delete;
+  RegionLease& operator=(const RegionLease&) = delete;
+
+  const Region* get() const { return region_.get(); }
+  const Region* operator->() const { return region_.get(); }
+
+ private:
+  void Release() {
+    if (region_) region_->in_flight_.fetch_sub(1, std::memory_order_relaxed);
+    region_.reset();
+  }
+  std::shared_ptr<Region> region_;
+};
+
+// Maps [offset, offset + byte_size) of the shared-memory object `shm_name`
+// read-write. INVALID_ARGUMENT, with the OS's error text, when the object
+// cannot be opened or mapped, or is smaller than offset + byte_size.
+absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,
+                                                      uint64_t byte_size);
+
+// A GPU as a client names it: by UUID ("GPU-..."), else by ordinal.
+struct GpuName {
+  std::string uuid;
+  int32_t ordinal = 0;
+};
+
+// Opens a cudaIpcMemHandle_t (`handle`: exactly 64 bytes) on the named GPU
+// and checks [offset, offset + byte_size) against the allocation's real
+// extent. `served_ordinals`: the GPUs the server serves (any other is
+// INVALID_ARGUMENT). UNIMPLEMENTED in a build without CUDA.
+absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view handle, uint64_t offset,
+                                                          uint64_t byte_size, const GpuName& device,
+                                                          absl::Span<const int> served_ordinals);
+
+// Opens a cudaIpcEventHandle_t (exactly 64 bytes) on the named GPU.
+absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handle,
+                                                         const GpuName& device,
+                                                         absl::Span<const int> served_ordinals);
+
+// Copies [offset, offset + bytes) of a memory region (shared memory or a
+// GPU's) to host memory: for the small per-request arrays the server must
+// check on the host (row offsets). The caller checked the range.
+absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes, void* dest);
+
+// The GPU half of CopyFromRegion (cuda_ipc_region.cc).
+absl::Status CopyFromGpuRegion(const Region& region, uint64_t offset, size_t bytes, void* dest);
+
+// The size in bytes of both CUDA IPC handle types.
+inline constexpr size_t kCudaIpcHandleBytes = 64;
+
+}  // namespace topk::server

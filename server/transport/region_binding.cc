@@ -1,0 +1,378 @@
+// RegionService::BindSelect: a Select request's references resolved to
+// leased regions, and every byte the request will read or write checked on
+// the host (in range, aligned, no overflow) before the engine sees it.
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/transport/region_service.h"
+#include "server/transport/validate.h"
+
+namespace topk::server {
+namespace {
+
+using Wide = unsigned __int128;  // products of two 64-bit values cannot overflow it
+
+// A resolved reference: the leased region and the checked byte offset.
+struct Resolved {
+  const Region* region = nullptr;
+  uint64_t offset = 0;
+};
+
+class Binder {
+ public:
+  Binder(const RegionRegistry& registry, const std::string& session, RegionBinding& binding,
+         bool cpu_backend)
+      : registry_(registry), session_(session), binding_(binding), cpu_backend_(cpu_backend) {}
+
+  // Leases `ref`'s region, which must hold bytes (not an event), sit on the
+  // request's device, and have `ref.offset` aligned to `alignment` and
+  // within its range.
+  absl::StatusOr<Resolved> Memory(const v1::RegionRef& ref, absl::string_view field,
+                                  uint64_t alignment) {
+    absl::StatusOr<RegionLease> lease = registry_.Lease(session_, ref.region());
+    if (!lease.ok()) {
+      return absl::Status(lease.status().code(),
+                          absl::StrCat(field, ".region: ", lease.status().message()));
+    }
+    const Region& region = *lease->get();
+    if (region.kind() == RegionKind::kCudaEvent) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".region: '", ref.region(), "' is an event, not memory"));
+    }
+    if (cpu_backend_ && region.device_ordinal() >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".region: '", ref.region(), "' is on GPU ", region.device_ordinal(),
+                       " but this server selects on the CPU (wrong device)"));
+    }
+    if (device_.has_value() && *device_ != region.device_ordinal()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".region: '", ref.region(), "' is on ",
+                       DeviceName(region.device_ordinal()), ", the request's other regions on ",
+                       DeviceName(*device_), " (wrong device: one request, one device)"));
+    }
+    device_ = region.device_ordinal();
+    if (absl::Status intact = region.CheckIntact(); !intact.ok()) {
+      return absl::Status(intact.code(),
+                          absl::StrCat(field, ".region: '", ref.region(), "': ", intact.message()));
+    }
+    if (ref.offset() > region.byte_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".offset: ", ref.offset(),
+                                                     " is past the region's ", region.byte_size(),
+                                                     " bytes"));
+    }
+    const auto address = reinterpret_cast<uintptr_t>(region.data()) + ref.offset();
+    if (address % alignment != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".offset: ", ref.offset(), " is not ", alignment, "-byte aligned"));
+    }
+    binding_.leases.push_back(*std::move(lease));
+    return Resolved{.region = &region, .offset = ref.offset()};
+  }
+
+  // `count` elements of `element_bytes` from `at` must fit its region.
+  static absl::Status Fits(const Resolved& at, Wide count, uint64_t element_bytes,
+                           absl::string_view field) {
+    const Wide end = Wide{at.offset} + count * element_bytes;
+    if (end > at.region->byte_size()) {
+      // count < 2^127 always; past 2^64 it is shown clamped.
+      const uint64_t shown = count > ~uint64_t{0} ? ~uint64_t{0} : static_cast<uint64_t>(count);
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": ", shown, " x ", element_bytes, " bytes from offset ", at.offset,
+                       " run past the region's ", at.region->byte_size(), " bytes"));
+    }
+    return absl::OkStatus();
+  }
+
+  int32_t device() const { return device_.value_or(-1); }
+
+  static std::string DeviceName(int32_t ordinal) {
+    return ordinal < 0 ? "the host" : absl::StrCat("GPU ", ordinal);
+  }
+
+ private:
+  const RegionRegistry& registry_;
+  const std::string& session_;
+  RegionBinding& binding_;
+  bool cpu_backend_;
+  std::optional<int32_t> device_;
+};
+
+absl::Status CheckLength(int64_t r, int32_t length, int64_t bound, const RequestLimits& limits) {
+  if (length < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("region_rows.lengths[", r, "] = ", length, " is negative (row ", r, ")"));
+  }
+  if (length > limits.max_width) {
+    return absl::InvalidArgumentError(absl::StrCat("region_rows.lengths[", r, "] = ", length,
+                                                   " exceeds max_width = ", limits.max_width,
+                                                   " (row ", r, ")"));
+  }
+  if (bound > 0 && length > bound) {
+    return absl::InvalidArgumentError(absl::StrCat("region_rows.lengths[", r, "] = ", length,
+                                                   " exceeds region_rows.width = ", bound, " (row ",
+                                                   r, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// The rows: lengths (inline, or copied from a host region, or left on the
+// GPU), row starts, and the extent they span, all checked.
+absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, Binder& binder,
+                      RegionBinding& binding, SelectInput& input) {
+  const int64_t m = rows.num_rows();
+  if (m < 1) return absl::InvalidArgumentError("region_rows.num_rows: must be >= 1");
+  if (absl::Status s = CheckRowCount(m, limits); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("region_rows.num_rows: ", s.message()));
+  }
+  if (rows.width() < 0 || rows.width() > limits.max_width) {
+    return absl::InvalidArgumentError(absl::StrCat("region_rows.width = ", rows.width(),
+                                                   " is out of range [0, ", limits.max_width,
+                                                   "] (max_width)"));
+  }
+  absl::StatusOr<Resolved> scores = binder.Memory(rows.scores(), "region_rows.scores", 4);
+  if (!scores.ok()) return scores.status();
+  const bool on_gpu = scores->region->device_ordinal() >= 0;
+
+  // Lengths.
+  const bool inline_lengths = rows.lengths_size() > 0;
+  if (inline_lengths == rows.has_lengths_ref()) {
+    return absl::InvalidArgumentError(
+        "region_rows: give the lengths either inline (lengths) or by reference (lengths_ref)");
+  }
+  int64_t bound = rows.width();
+  if (inline_lengths) {
+    if (rows.lengths_size() != m) {
+      return absl::InvalidArgumentError(absl::StrCat("region_rows.lengths: ", rows.lengths_size(),
+                                                     " entries for num_rows = ", m));
+    }
+    binding.lengths.assign(rows.lengths().begin(), rows.lengths().end());
+  } else {
+    absl::StatusOr<Resolved> at = binder.Memory(rows.lengths_ref(), "region_rows.lengths_ref", 4);
+    if (!at.ok()) return at.status();
+    if (absl::Status s = Binder::Fits(*at, m, sizeof(int32_t), "region_rows.lengths_ref");
+        !s.ok()) {
+      return s;
+    }
+    if (on_gpu) {
+      if (bound == 0) {
+        return absl::InvalidArgumentError(
+            "region_rows.width: required when the lengths are on a GPU (the bound on every "
+            "L_r; the selector refuses rows past it)");
+      }
+      input.device_lengths = reinterpret_cast<const int32_t*>(at->region->data() + at->offset);
+    } else {
+      // A private copy: the client cannot change what was checked.
+      binding.lengths.resize(m);
+      if (absl::Status s =
+              CopyFromRegion(*at->region, at->offset, m * sizeof(int32_t), binding.lengths.data());
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  int32_t longest = 0;
+  for (int64_t r = 0; r < static_cast<int64_t>(binding.lengths.size()); ++r) {
+    if (absl::Status s = CheckLength(r, binding.lengths[r], bound, limits); !s.ok()) return s;
+    longest = std::max(longest, binding.lengths[r]);
+  }
+  if (input.device_lengths == nullptr && bound == 0) bound = longest;
+  // Row r's reads end at start_r + bound_r elements.
+  const auto row_bound = [&](int64_t r) -> int64_t {
+    return input.device_lengths != nullptr ? bound : binding.lengths[r];
+  };
+
+  // Row starts.
+  const uint64_t available = (scores->region->byte_size() - scores->offset) / sizeof(float);
+  binding.row_offsets.resize(m);
+  switch (rows.layout_case()) {
+    case v1::RegionRows::kRowPitch: {
+      const int64_t pitch = rows.row_pitch();
+      if (pitch < 1 || pitch < bound) {
+        return absl::InvalidArgumentError(absl::StrCat("region_rows.row_pitch = ", pitch,
+                                                       " is below the longest row (", bound, ")"));
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        const Wide end = Wide{static_cast<uint64_t>(r)} * static_cast<uint64_t>(pitch) +
+                         static_cast<uint64_t>(row_bound(r));
+        if (end > available) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "region_rows: row ", r, " (", r, " x row_pitch ", pitch, " + ", row_bound(r),
+              " elements) runs past the region's ", available, " elements after scores.offset"));
+        }
+        binding.row_offsets[r] = r * pitch;
+      }
+      break;
+    }
+    case v1::RegionRows::kRowOffsets: {
+      absl::StatusOr<Resolved> at = binder.Memory(rows.row_offsets(), "region_rows.row_offsets", 8);
+      if (!at.ok()) return at.status();
+      if (absl::Status s = Binder::Fits(*at, m, sizeof(int64_t), "region_rows.row_offsets");
+          !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = CopyFromRegion(*at->region, at->offset, m * sizeof(int64_t),
+                                          binding.row_offsets.data());
+          !s.ok()) {
+        return s;
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        const int64_t start = binding.row_offsets[r];
+        if (start < 0 ||
+            Wide{static_cast<uint64_t>(start)} + static_cast<uint64_t>(row_bound(r)) > available) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "region_rows.row_offsets[", r, "] = ", start, " (+ ", row_bound(r),
+              " elements) is outside the region's ", available, " elements after scores.offset"));
+        }
+      }
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("region_rows: set row_pitch or row_offsets");
+  }
+  int64_t extent = 0;
+  for (int64_t r = 0; r < m; ++r) extent = std::max(extent, binding.row_offsets[r] + row_bound(r));
+  if (Wide{static_cast<uint64_t>(extent)} * sizeof(float) >
+      static_cast<uint64_t>(limits.max_batch_bytes)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("region_rows: the rows span ", extent * 4,
+                     " bytes, over max_batch_bytes = ", limits.max_batch_bytes));
+  }
+  binding.rows.emplace(scores->region->data() + scores->offset,
+                       static_cast<size_t>(extent) * sizeof(float),
+                       scores->region->device_ordinal());
+  input.rows = &*binding.rows;
+  input.lengths = binding.lengths;
+  input.row_offsets = binding.row_offsets;
+  input.num_rows = m;
+  input.max_length = static_cast<int32_t>(bound);
+  return absl::OkStatus();
+}
+
+absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bool return_values,
+                        Binder& binder, OutputTarget& target) {
+  const int64_t stride = output.row_stride() == 0 ? k : output.row_stride();
+  if (stride < k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output.row_stride = ", output.row_stride(), " is below k = ", k));
+  }
+  // Rows 0..m-2 take `stride` elements, the last one k (in 128 bits: the
+  // product of two 64-bit values would wrap in 64).
+  const Wide elements =
+      Wide{static_cast<uint64_t>(m - 1)} * static_cast<uint64_t>(stride) + static_cast<uint64_t>(k);
+  absl::StatusOr<Resolved> indices = binder.Memory(output.indices(), "output.indices", 4);
+  if (!indices.ok()) return indices.status();
+  if (absl::Status s = Binder::Fits(*indices, elements, sizeof(int32_t), "output.indices");
+      !s.ok()) {
+    return s;
+  }
+  target.indices = reinterpret_cast<int32_t*>(indices->region->data() + indices->offset);
+  target.row_stride = stride;
+  target.device_ordinal = indices->region->device_ordinal();
+  if (output.has_values() != return_values) {
+    return absl::InvalidArgumentError(
+        "output.values: required exactly when options.return_values is set");
+  }
+  if (return_values) {
+    absl::StatusOr<Resolved> values = binder.Memory(output.values(), "output.values", 4);
+    if (!values.ok()) return values.status();
+    if (absl::Status s = Binder::Fits(*values, elements, sizeof(float), "output.values"); !s.ok()) {
+      return s;
+    }
+    target.values = reinterpret_cast<float*>(values->region->data() + values->offset);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> BindEvent(const RegionRegistry& registry, const std::string& session,
+                                const std::string& name, absl::string_view field, int32_t device,
+                                RegionBinding& binding) {
+  absl::StatusOr<RegionLease> lease = registry.Lease(session, name);
+  if (!lease.ok()) {
+    return absl::Status(lease.status().code(), absl::StrCat(field, ": ", lease.status().message()));
+  }
+  if ((*lease)->kind() != RegionKind::kCudaEvent) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": '", name, "' is not a cuda_event"));
+  }
+  if ((*lease)->device_ordinal() != device) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", name, "' is on GPU ", (*lease)->device_ordinal(),
+                     ", the request's regions on ", Binder::DeviceName(device), " (wrong device)"));
+  }
+  void* event = (*lease)->cuda_event();
+  binding.leases.push_back(*std::move(lease));
+  return event;
+}
+
+}  // namespace
+
+absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContext* context,
+                                                      const RawSelectRequest& raw,
+                                                      const RowSource* inline_rows,
+                                                      RegionBinding& binding) const {
+  if (absl::Status s = CheckAllowed(context); !s.ok()) return s;
+  const v1::SelectRequest& message = raw.by_reference;
+  const RequestLimits& limits = engine_->limits();
+  if (message.session_id().empty()) {
+    return absl::InvalidArgumentError("session_id: required when the request names regions");
+  }
+  if (raw.k < 1 || raw.k > limits.max_k) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("k = ", raw.k, " is out of range [1, ", limits.max_k, "] (max_k)"));
+  }
+  SelectInput input{.k = raw.k,
+                    .options = SelectOptions{.sorted = raw.options.sorted(),
+                                             .deterministic = raw.options.deterministic()},
+                    .return_values = raw.options.return_values()};
+  Binder binder(registry_, message.session_id(), binding, served_gpus_.empty());
+  if (message.rows_case() == v1::SelectRequest::kRegionRows) {
+    if (absl::Status s = BindRows(message.region_rows(), limits, binder, binding, input); !s.ok()) {
+      return s;
+    }
+  } else if (message.rows_case() == v1::SelectRequest::kInlineRows && inline_rows != nullptr) {
+    absl::StatusOr<int32_t> longest =
+        ValidateSelect(raw.k, raw.num_lengths, raw.lengths, inline_rows->size_bytes(), limits);
+    if (!longest.ok()) return longest.status();
+    input.lengths = raw.lengths;
+    input.rows = inline_rows;
+    input.num_rows = raw.num_lengths;
+    input.max_length = *longest;
+  } else {
+    return absl::InvalidArgumentError("rows: no rows given (set inline_rows or region_rows)");
+  }
+  if (message.has_output()) {
+    if (absl::Status s = BindOutput(message.output(), input.num_rows, raw.k, input.return_values,
+                                    binder, binding.output);
+        !s.ok()) {
+      return s;
+    }
+    input.output_target = &binding.output;
+  }
+  const int32_t device = binder.device();
+  const v1::GpuOrdering& ordering = message.ordering();
+  if (!ordering.wait_event().empty() || !ordering.record_event().empty()) {
+    if (device < 0) {
+      return absl::InvalidArgumentError(
+          "ordering: CUDA events order GPU regions; this request's regions are on the host");
+    }
+    if (!ordering.wait_event().empty()) {
+      absl::StatusOr<void*> event =
+          BindEvent(registry_, message.session_id(), ordering.wait_event(), "ordering.wait_event",
+                    device, binding);
+      if (!event.ok()) return event.status();
+      input.ordering.wait = *event;
+    }
+    if (!ordering.record_event().empty()) {
+      absl::StatusOr<void*> event =
+          BindEvent(registry_, message.session_id(), ordering.record_event(),
+                    "ordering.record_event", device, binding);
+      if (!event.ok()) return event.status();
+      input.ordering.record = *event;
+    }
+  }
+  input.device_ordinal = device;
+  return input;
+}
+
+}  // namespace topk::server
