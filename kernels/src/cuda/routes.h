@@ -35,10 +35,9 @@ cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
                           const KernelParams& params, int grid, cudaStream_t stream);
 
 // The short-row kernel: dynamic shared memory for rank k (staged: sorted or
-// deterministic output), its resident CTAs per SM, and one launch of `grid`
-// CTAs that take rows blockIdx.x, blockIdx.x + grid, ...
+// deterministic output), and one launch of `grid` CTAs that take rows
+// blockIdx.x, blockIdx.x + grid, ...
 size_t ShortRowSharedBytes(int32_t k, bool staged);
-cudaError_t ShortRowOccupancy(int32_t k, bool staged, int* ctas_per_sm);
 cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
                            const KernelParams& params, int grid, cudaStream_t stream);
 

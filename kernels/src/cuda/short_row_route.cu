@@ -198,11 +198,6 @@ cudaError_t ConfigureShortRowRoute() {
                               static_cast<int>(SharedBytes(kShortRowMaxK, true)));
 }
 
-cudaError_t ShortRowOccupancy(int32_t k, bool staged, int* ctas_per_sm) {
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, ShortRowKernel,
-                                                       kShortRowThreads, SharedBytes(k, staged));
-}
-
 cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
                            const KernelParams& params, int grid, cudaStream_t stream) {
   if (params.k > kShortRowMaxK) return cudaErrorInvalidValue;
