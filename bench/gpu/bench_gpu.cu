@@ -1,15 +1,18 @@
-// topk-bench-gpu: times the CUDA selector on the operator matrix (K = 2048,
-// M x N, causal terminal rows, indexer-like scores generated on the GPU)
+// topk-bench-gpu: times the CUDA selector on the operator matrix (K = 2048 by
+// default, M x N, causal terminal rows, indexer-like scores generated on the GPU)
 // against the one-scan floor measured in the same run, our exact route with
 // sampling off, and a scan-only kernel with the same row schedule. Every timed
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
 // usage: topk-bench-gpu [--csv=FILE] [--quick] [--reps=N] [--shapes=M:N,M:N,...]
 //                       [--stride=S] [--run=R] [--prefetch] [--nokv_split]
-//                       [--ctas_per_sm=0|2|4] [--alt_ctas_per_sm=0|2|4]
-// --alt_ctas_per_sm times a second sampled selector with that kernel variant
-// on the same data right after the first ("alt" columns). The "exact" column
-// is the row-local exact route (sampling off) on the same data.
+//                       [--ctas_per_sm=0|2|4] [--alt_ctas_per_sm=0|2|4] [--k=K]
+//                       [--short_rows=-1|0|W] [--alt_short_rows=-1|0|W]
+// --alt_ctas_per_sm / --alt_short_rows time a second selector with that kernel
+// variant or short-row setting on the same data right after the first ("alt"
+// columns). The "exact" column is the row-local exact route
+// (sampling off) on the same data. Causal rows: L_r = N - M + 1 + r while M <= N / 2; taller
+// matrices repeat the last N / 2 lengths (CausalLength).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -47,8 +50,27 @@ ABSL_FLAG(int32_t, ctas_per_sm, topk::CudaSelectorConfig{}.ctas_per_sm_target,
           "persistent kernel variant: 0 (planner's choice), 2 (512 threads) or 4 (256)");
 ABSL_FLAG(int32_t, alt_ctas_per_sm, -1,
           "A/B: also time a selector with this variant on the same data (-1: none)");
+ABSL_FLAG(int32_t, k, 2048, "K, the rank selected per row");
+ABSL_FLAG(int64_t, short_rows, -1,
+          "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
+ABSL_FLAG(int64_t, alt_short_rows, -2,
+          "A/B: also time a selector with this short-row setting (as --short_rows; -2: none)");
 
 namespace {
+
+// Row r's length in an M x N benchmark matrix: causal (N - M + 1 + r) for
+// M <= N / 2; taller matrices cycle through the last N / 2 causal lengths, so
+// every row stays in (N / 2, N].
+__host__ __device__ inline int64_t CausalLength(int64_t r, int64_t rows, int64_t width) {
+  const int64_t span = rows < width / 2 ? rows : (width / 2 > 0 ? width / 2 : 1);
+  return width - (rows - 1 - r) % span;
+}
+
+// The selector configuration for a --short_rows value.
+void ApplyShortRows(int64_t setting, topk::CudaSelectorConfig* cfg) {
+  if (setting == 0) cfg->enable_short_rows = false;
+  if (setting > 0) cfg->short_row_max_width = setting;
+}
 
 #define CHECK_CUDA(expr)                                                                          \
   do {                                                                                            \
@@ -91,13 +113,12 @@ __device__ __forceinline__ float U01(uint64_t x) {
 // drawn as N(mu, 1) where mu carries an attention sink (first positions),
 // recency (last positions) and topical segments (5% of 256-token blocks).
 // Padding beyond L is -inf (the dense baselines' mask).
-__global__ void GenerateIndexer(float* out, int64_t rows, int64_t width, int64_t first_len,
-                                uint64_t seed) {
+__global__ void GenerateIndexer(float* out, int64_t rows, int64_t width, uint64_t seed) {
   const int64_t total = rows * width;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = t / width, i = t % width;
-    const int64_t L = first_len + r;
+    const int64_t L = CausalLength(r, rows, width);
     if (i >= L) {
       out[t] = -INFINITY;
       continue;
@@ -134,11 +155,11 @@ __global__ void ReadKernel(const float4* p, int64_t n4, float* sink) {
 // Scan-only control: the persistent selector's row schedule (row per CTA,
 // grid-stride over rows) with only the 16-byte row read.
 __global__ void __launch_bounds__(512)
-    ScanRows(const float* scores, int64_t pitch, int64_t rows, int64_t first_len, float* sink) {
+    ScanRows(const float* scores, int64_t pitch, int64_t rows, float* sink) {
   float acc = 0.f;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float4* row = reinterpret_cast<const float4*>(scores + r * pitch);
-    const int64_t n4 = (first_len + r) / 4;
+    const int64_t n4 = CausalLength(r, rows, pitch) / 4;
     for (int64_t i = threadIdx.x; i < n4; i += 512 * 4) {
       float4 v[4];
 #pragma unroll
@@ -150,9 +171,9 @@ __global__ void __launch_bounds__(512)
   if (acc == 1234.5f) sink[0] = acc;
 }
 
-__global__ void FillLengths(int32_t* l, int64_t rows, int64_t first_len) {
+__global__ void FillLengths(int32_t* l, int64_t rows, int64_t width) {
   const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (r < rows) l[r] = static_cast<int32_t>(first_len + r);
+  if (r < rows) l[r] = static_cast<int32_t>(CausalLength(r, rows, width));
 }
 
 double Median(std::vector<float> v) {
@@ -172,6 +193,8 @@ struct Row {
   // A/B variant (--alt-ctas-per-sm): time, threads per CTA, per-row phases.
   double alt = 0;
   int alt_block = 0;
+  std::string alt_route;
+  double alt_mean_cands = 0, alt_rescans = 0;
   double alt_us_proposal = 0, alt_us_admit = 0, alt_us_refine = 0, alt_us_finalize = 0;
 };
 
@@ -210,7 +233,9 @@ int main(int argc, char** argv) {
   cfg.l2_prefetch = absl::GetFlag(FLAGS_prefetch);
   cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
   cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
+  ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
   const int alt_ctas = absl::GetFlag(FLAGS_alt_ctas_per_sm);
+  const int64_t alt_short_rows = absl::GetFlag(FLAGS_alt_short_rows);
   if (shapes.empty()) {
     for (int64_t n : {131072, 262144, 524288, 1048576}) {
       for (int64_t m : {512, 1024, 2048, 4096, 8192}) shapes.emplace_back(m, n);
@@ -219,16 +244,22 @@ int main(int argc, char** argv) {
       for (int64_t m : {1, 8, 64}) shapes.emplace_back(m, n);
     }
   }
-  const int32_t k = 2048;
+  const int32_t k = absl::GetFlag(FLAGS_k);
   auto sampled = Must(topk::CudaSelector::Create(cfg));
   topk::CudaSelectorConfig off_cfg;
   off_cfg.enable_sampling = false;
   auto exact = Must(topk::CudaSelector::Create(off_cfg));
-  // The A/B selector: the same options as the sampled one but the variant.
+  // The A/B selector: the same options as the sampled one but the variant
+  // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
-  if (alt_ctas >= 0) {
+  if (alt_ctas >= 0 || alt_short_rows >= -1) {
     topk::CudaSelectorConfig alt_cfg = cfg;
-    alt_cfg.ctas_per_sm_target = alt_ctas;
+    if (alt_ctas >= 0) alt_cfg.ctas_per_sm_target = alt_ctas;
+    if (alt_short_rows >= -1) {
+      alt_cfg.enable_short_rows = topk::CudaSelectorConfig{}.enable_short_rows;
+      alt_cfg.short_row_max_width = 0;
+      ApplyShortRows(alt_short_rows, &alt_cfg);
+    }
     alt = Must(topk::CudaSelector::Create(alt_cfg));
   }
   auto stream = Must(topk::cuda::CreateStream());
@@ -244,7 +275,7 @@ int main(int argc, char** argv) {
     const int64_t n = int64_t{1} << 30;
     auto buf = Must(topk::cuda::AllocateDevice<float>(n));
     auto sink = Must(topk::cuda::AllocateDevice<float>(1));
-    GenerateIndexer<<<4096, 256, 0, st>>>(buf.get(), 1, n, n, 7);
+    GenerateIndexer<<<4096, 256, 0, st>>>(buf.get(), 1, n, 7);
     CHECK_CUDA(cudaGetLastError());
     std::vector<float> t;
     for (int i = 0; i < 8; ++i) {
@@ -267,19 +298,19 @@ int main(int argc, char** argv) {
   auto first_bad = Must(topk::cuda::AllocateDevice<int>(1));
   auto sink = Must(topk::cuda::AllocateDevice<float>(1));
   for (auto [m, n] : shapes) {
-    const int64_t first_len = n - m + 1;
-    const double bytes = (static_cast<double>(first_len) + (first_len + m - 1)) / 2.0 * m * 4.0;
+    double bytes = 0;
+    for (int64_t r = 0; r < m; ++r) bytes += 4.0 * CausalLength(r, m, n);
     const int64_t mat = m * n;
     // Enough copies that the rotation cannot be served from the 60 MiB L2.
     const int copies = static_cast<int>(
         std::min<int64_t>(64, std::max<int64_t>(1, (int64_t{400} << 20) / (mat * 4) + 1)));
     auto data = Must(topk::cuda::AllocateDevice<float>(static_cast<size_t>(mat) * copies));
     for (int c = 0; c < copies; ++c) {
-      GenerateIndexer<<<8192, 256, 0, st>>>(data.get() + c * mat, m, n, first_len, 1000 + c);
+      GenerateIndexer<<<8192, 256, 0, st>>>(data.get() + c * mat, m, n, 1000 + c);
       CHECK_CUDA(cudaGetLastError());
     }
     auto lengths = Must(topk::cuda::AllocateDevice<int32_t>(m));
-    FillLengths<<<(m + 255) / 256, 256, 0, st>>>(lengths.get(), m, first_len);
+    FillLengths<<<(m + 255) / 256, 256, 0, st>>>(lengths.get(), m, n);
     CHECK_CUDA(cudaGetLastError());
     auto out = Must(topk::cuda::AllocateDevice<int32_t>(m * k));
     CHECK_CUDA(cudaStreamSynchronize(st));
@@ -294,6 +325,7 @@ int main(int argc, char** argv) {
       if (variant == 0) row.route = std::string(topk::RouteName(plan.route));
       if (variant == 0) row.block = plan.block;
       if (variant == 2) row.alt_block = plan.block;
+      if (variant == 2) row.alt_route = std::string(topk::RouteName(plan.route));
       auto ws = Must(topk::cuda::AllocateDevice<uint8_t>(plan.workspace_bytes));
       topk::RunContext ctx{ws.get(), ws.bytes(), st};
       auto runner = Must(topk::CudaGraphRunner::Create(sel, plan, ctx));
@@ -334,6 +366,9 @@ int main(int argc, char** argv) {
         row.alt_us_admit = stats.cycles_admit * per_row_us;
         row.alt_us_refine = stats.cycles_refine * per_row_us;
         row.alt_us_finalize = stats.cycles_finalize * per_row_us;
+        row.alt_mean_cands =
+            static_cast<double>(stats.candidates) / std::max<int64_t>(stats.rows, 1);
+        row.alt_rescans = static_cast<double>(stats.rescans) / std::max<int64_t>(stats.rows, 1);
       } else if (variant == 0) {
         row.ours = med;
         const auto stats = Must(sel.ReadStats(ctx));
@@ -356,7 +391,7 @@ int main(int argc, char** argv) {
       for (int it = 0; it < reps + 2; ++it) {
         const int c = it % copies;
         CHECK_CUDA(cudaEventRecord(ev0.get(), st));
-        ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat, n, m, first_len, sink.get());
+        ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat, n, m, sink.get());
         CHECK_CUDA(cudaGetLastError());
         CHECK_CUDA(cudaEventRecord(ev1.get(), st));
         CHECK_CUDA(cudaEventSynchronize(ev1.get()));
@@ -378,10 +413,11 @@ int main(int argc, char** argv) {
         row.bad, row.us_proposal, row.us_admit, row.us_refine, row.us_finalize);
     if (alt != nullptr) {
       std::printf(
-          "  alt M=%5lld N=%7lld block %d: %.4f ms x%.2f (block %d: %.4f ms x%.2f) alt/ours %.3f  "
-          "us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
-          static_cast<long long>(m), static_cast<long long>(n), row.alt_block, row.alt,
-          row.alt / row.floor, row.block, row.ours, row.ours / row.floor, row.alt / row.ours,
+          "  alt M=%5lld N=%7lld %s block %d: %.4f ms x%.2f (%s block %d: %.4f ms x%.2f) alt/ours "
+          "%.3f  cands %.0f rescans/row %.3f us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
+          static_cast<long long>(m), static_cast<long long>(n), row.alt_route.c_str(),
+          row.alt_block, row.alt, row.alt / row.floor, row.route.c_str(), row.block, row.ours,
+          row.ours / row.floor, row.alt / row.ours, row.alt_mean_cands, row.alt_rescans,
           row.alt_us_proposal, row.alt_us_admit, row.alt_us_refine, row.alt_us_finalize);
     }
     std::fflush(stdout);
@@ -396,17 +432,17 @@ int main(int argc, char** argv) {
                "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
                "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
-               "alt_us_admit,alt_us_refine,alt_us_finalize\n");
+               "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates\n");
   for (const Row& r : results) {
     std::fprintf(f,
                  "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f\n",
+                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f\n",
                  static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
                  r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
                  r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
                  r.us_proposal, r.us_admit, r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt,
                  r.alt / r.floor, r.alt_us_proposal, r.alt_us_admit, r.alt_us_refine,
-                 r.alt_us_finalize);
+                 r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands);
   }
   std::fclose(f);
   long long total_bad = 0;

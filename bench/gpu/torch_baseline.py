@@ -11,11 +11,18 @@ import math
 import torch
 
 
+def causal_lengths(m, n, device):
+    """topk-bench-gpu's CausalLength: N - M + 1 + r while M <= N / 2; taller
+    matrices cycle through the last N / 2 causal lengths."""
+    span = m if m < n // 2 else max(n // 2, 1)
+    r = torch.arange(m, device=device)
+    return n - torch.remainder(m - 1 - r, span)
+
+
 def indexer_rows(m, n, seed, device):
     g = torch.Generator(device=device)
     g.manual_seed(seed)
-    first = n - m + 1
-    lengths = torch.arange(first, first + m, device=device)
+    lengths = causal_lengths(m, n, device)
     x = torch.empty((m, n), device=device, dtype=torch.float32)
     chunk = max(1, (1 << 28) // n)
     pos = torch.arange(n, device=device)

@@ -11,9 +11,13 @@
 #              K = 2048) with its floor, the baseline build's binary on the same
 #              shapes when packed (bin/topk-bench-gpu-baseline), torch.topk on
 #              the same shapes, and the merged CSV and plot
-# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bench]
+#   shortrows: the short-row crossover (N 4K..64K x M 256..8192, K 512 and
+#              2048, K 1024 at M = 4096): the short-row route forced against the
+#              selector with it off, on the same data, with the floor and
+#              torch.topk (K = 2048); merged into h200_short_rows.csv
+# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bench,shortrows]
 #   smoke: 4 shapes, few repetitions; full: the matrix. The second argument
-#   picks the steps (default: all three), so a device call can run a subset.
+#   picks the steps (default: the first three), so a device call can run a subset.
 set -uo pipefail
 mode=${1:-full}
 steps=${2:-tests,sanitizer,bench}
@@ -22,8 +26,10 @@ mkdir -p "$OUT"
 bin=${TOPK_GPU_DIST:-.carry/gpu}/bin
 export PYTHONUNBUFFERED=1
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-# Every rare path (RecoveryPathTest.*) and the small cases, both variants.
+# Every rare path (RecoveryPathTest.*) and the small cases, both variants; the
+# short-row route's re-scan fallback and infinity floods.
 sanitizer_filter='*RecoveryPathTest.*:*SanitizerSmall*:*NanRowsAndBadLengths*:*KvSplitGraphReplay*'
+sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*'
 rc_all=0
 has() { [[ ",$steps," == *",$1,"* ]]; }
 
@@ -87,5 +93,30 @@ if has bench; then
   echo "plot rc=$?"
   grep -E "^(baseline )?(# read|M=)|inexact|^#|^ *[0-9]+ +[0-9]+ " "$OUT/bench.log" |
     sed -E 's/  (exact|scan) [0-9.]+//g'
+fi
+if has shortrows; then
+  raw=$(mktemp -d)
+  shapes=$(for n in 4096 8192 16384 32768 65536; do for m in 256 1024 4096 8192; do
+    printf '%s:%s,' $m $n; done; done)
+  shapes=${shapes%,}
+  force=1048576
+  {
+    for k in 2048 512 1024; do
+      s=$shapes
+      [ $k = 1024 ] && s=4096:4096,4096:8192,4096:16384,4096:32768,4096:65536
+      timeout 120 "$bin/topk-bench-gpu" --k=$k --csv="$raw/short_rows_k$k.csv" --shapes="$s" \
+        --reps=20 --short_rows=0 --alt_short_rows=$force
+      echo "short-row A/B k=$k rc=$?"
+    done
+    timeout 150 python3 bench/gpu/torch_baseline.py --k 2048 --reps 20 \
+      --csv "$raw/short_rows_torch.csv" --shapes "$shapes"
+    echo "torch rc=$?"
+    python3 bench/gpu/short_rows_table.py --ours "$raw"/short_rows_k*.csv \
+      --torch "$raw/short_rows_torch.csv" --out-csv "$OUT/h200_short_rows.csv"
+    echo "table rc=$?"
+  } >"$OUT/short_rows.log" 2>&1
+  tar -C "$raw" -czf "$OUT/short_rows_raw.tgz" .
+  grep -E "rc=|inexact|^ *[0-9]+ +[0-9]+ +[0-9]+ |^  alt|^# read" "$OUT/short_rows.log"
+  grep -q "rc=[1-9]" "$OUT/short_rows.log" && rc_all=1
 fi
 exit $rc_all
