@@ -14,4 +14,10 @@ bool KeepLargeBuffersResident() {
 #endif
 }
 
+void ReleaseFreeHeapMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace topk::server

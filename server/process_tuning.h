@@ -11,4 +11,9 @@ namespace topk::server {
 // Cost: RSS stays at that mark. Returns false if glibc refused.
 bool KeepLargeBuffersResident();
 
+// Returns the heap's free pages to the OS (glibc's malloc_trim), so the
+// resident set falls back after a burst of large requests even when
+// KeepLargeBuffersResident() keeps freed buffers in the heap under load.
+void ReleaseFreeHeapMemory();
+
 }  // namespace topk::server

@@ -104,10 +104,9 @@ Metrics::Metrics(const Engine& engine)
   collectable_ = std::make_shared<EngineSampler>(engine_, registry_, queue_depth_, in_flight_);
 }
 
-void Metrics::OnRequest(int64_t bytes_in) {
-  requests_->Increment();
-  bytes_in_->Increment(static_cast<double>(bytes_in));
-}
+void Metrics::OnRequest() { requests_->Increment(); }
+
+void Metrics::OnBytesIn(int64_t bytes) { bytes_in_->Increment(static_cast<double>(bytes)); }
 
 void Metrics::OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
                         int64_t total_us) {

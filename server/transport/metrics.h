@@ -33,7 +33,11 @@ class Metrics {
   // What the metrics port scrapes: the registry, with the gauges refreshed.
   std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
 
-  void OnRequest(int64_t bytes_in);
+  // A Select or SelectStream call arrived (counted before any check, so
+  // every error has its request).
+  void OnRequest();
+  // Score bytes received.
+  void OnBytesIn(int64_t bytes);
   void OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
                  int64_t total_us);
   void OnError(absl::StatusCode code);
