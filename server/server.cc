@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -200,6 +201,13 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
   if (absl::Status valid = ValidateServerOptions(options); !valid.ok()) return valid;
+  // protobuf logs every string that is not UTF-8 at ERROR: a client could
+  // flood the log with them. The request is refused with the reason anyway;
+  // keep protobuf's lines for --log_level=debug.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char* file, int line, const std::string& message) {
+        spdlog::debug("protobuf {}:{}: {}", file, line, message);
+      });
   auto server = absl::WrapUnique(new Server());
   absl::StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(options);
   if (!engine.ok()) return engine.status();

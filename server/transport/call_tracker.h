@@ -39,10 +39,11 @@ struct CallLimits {
   absl::Duration drain_upload_grace = absl::Seconds(2);
   int64_t drain_upload_min_bytes = int64_t{64} << 10;
   // Called (on the tracker's thread) once request bytes have been back to
-  // zero for a second after a burst of at least idle_release_min_bytes; the
-  // server returns freed heap memory to the OS there. Empty: never.
+  // zero for a second after at least idle_release_min_bytes were held at
+  // once; the server returns freed heap memory to the OS there (a heap walk:
+  // milliseconds, at most once per idle period). Empty: never.
   std::function<void()> on_idle_after_burst;
-  int64_t idle_release_min_bytes = int64_t{16} << 20;
+  int64_t idle_release_min_bytes = int64_t{1} << 20;
 };
 
 // A stream the tracker may end for idleness. Ref()/Unref() keep it alive
