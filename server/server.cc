@@ -101,6 +101,40 @@ void SetIntArg(grpc::ServerBuilder& builder, const char* name, int64_t value) {
   if (value > 0) builder.AddChannelArgument(name, static_cast<int>(value));
 }
 
+std::string MiB(int64_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
+
+// What an operator checks first: what serves, on what, within which limits,
+// and the memory that took at start.
+void LogStartupSummary(const ServerOptions& options, const Engine& engine) {
+  const RequestLimits& limits = engine.limits();
+  for (const EngineDevice& device : engine.devices()) {
+    spdlog::info(
+        "device {}: {}{}, {} workers{}",
+        device.description.ordinal < 0 ? "cpu" : std::to_string(device.description.ordinal),
+        device.description.name,
+        device.description.uuid.empty() ? "" : " (" + device.description.uuid + ")", device.workers,
+        device.description.memory_bytes > 0
+            ? absl::StrCat(", ", MiB(device.description.memory_bytes), " of memory")
+            : "");
+  }
+  int64_t workers = 0;
+  for (const EngineDevice& device : engine.devices()) workers += device.workers;
+  const int64_t output_bytes = limits.max_rows * limits.max_k * 8 * workers;
+  const bool gpu = engine.backend_name() == "cuda";
+  spdlog::info(
+      "limits: max_k {}, max_rows {}, max_width {}, max_batch_bytes {}, queue_depth {} per "
+      "device, messages {} in / {} out, {} of requests in flight, {} streams (idle {}, {} "
+      "chunks)",
+      limits.max_k, limits.max_rows, limits.max_width, MiB(limits.max_batch_bytes),
+      engine.options().queue_depth, MiB(options.max_recv_message_bytes),
+      MiB(options.max_send_message_bytes), MiB(options.calls.max_inflight_bytes),
+      options.calls.max_streams, absl::FormatDuration(options.calls.stream_idle_timeout),
+      options.calls.max_stream_chunks);
+  spdlog::info("memory at start: {} of host output buffers, {} of {} staging ({} workers)",
+               MiB(output_bytes), MiB(limits.max_batch_bytes * workers),
+               gpu ? "pinned and as much device" : "host (resident as requests touch it)", workers);
+}
+
 // Creates the backends and the engine; an allocation the limits make
 // impossible is an error that names them, not an abort.
 absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServerOptions& options) {
@@ -212,7 +246,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   absl::StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(options);
   if (!engine.ok()) return engine.status();
   server->engine_ = *std::move(engine);
-  server->metrics_ = std::make_unique<Metrics>(*server->engine_);
+  server->metrics_ = std::make_unique<Metrics>(*server->engine_, TOPK_VERSION);
   const Engine& eng = *server->engine_;
   if (eng.backend_name() == "cpu" && options.backends.backend != "cpu") {
     spdlog::warn("*** NO GPU: serving on the CPU backend *** ({})", eng.backend_reason());
@@ -283,6 +317,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                  server->metrics_port_);
   }
   server->SetServing(eng.usable());
+  LogStartupSummary(options, eng);
   spdlog::info("topk-server {} listening on {} ({} backend, {} device(s), {})", TOPK_VERSION,
                server->address(), eng.backend_name(), eng.devices().size(),
                options.tls_cert.empty() ? "plaintext" : "TLS");
