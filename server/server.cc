@@ -259,7 +259,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   Server* raw = server.get();
   CallLimits call_limits = options.calls;
-  if (options.release_memory_when_idle) call_limits.on_idle_after_burst = ReleaseFreeHeapMemory;
+  if (options.release_memory_when_idle) {
+    call_limits.on_idle_after_burst = [] {
+      const int64_t before = ResidentBytes();
+      ReleaseFreeHeapMemory();
+      spdlog::debug("idle: returned freed heap memory to the OS (RSS {} -> {} MiB)", before >> 20,
+                    ResidentBytes() >> 20);
+    };
+  }
   server->service_ = std::make_unique<TopKService>(
       server->engine_.get(), server->metrics_.get(),
       ServiceConfig{.version = TOPK_VERSION,

@@ -1,6 +1,7 @@
 #include "server/transport/call_tracker.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,7 +10,8 @@ namespace topk::server {
 namespace {
 
 constexpr absl::Duration kWatchPeriod = absl::Milliseconds(100);
-constexpr absl::Duration kIdleBeforeRelease = absl::Seconds(1);
+// When, after request bytes fell to zero, freed memory goes back to the OS.
+constexpr absl::Duration kReleaseAfter[] = {absl::Seconds(1), absl::Seconds(3)};
 
 absl::Status ShuttingDown() {
   return absl::UnavailableError(
@@ -160,14 +162,24 @@ void CallTracker::ExpireIdleStreams(absl::Time now) {
 
 void CallTracker::ReleaseMemoryAfterBurst(absl::Time now) {
   if (!limits_.on_idle_after_burst) return;
+  // peak_ covers every reservation since the last tick, so a burst shorter
+  // than the tick is still seen.
+  const int64_t peak = peak_.exchange(0, std::memory_order_relaxed);
+  burst_peak_ = std::max(burst_peak_, peak);
   if (bytes_in_flight() > 0) {
     zero_since_ = absl::InfiniteFuture();
     return;
   }
-  if (zero_since_ == absl::InfiniteFuture()) zero_since_ = now;
-  if (now - zero_since_ >= kIdleBeforeRelease &&
-      peak_.load(std::memory_order_relaxed) >= limits_.idle_release_min_bytes) {
-    peak_.store(0, std::memory_order_relaxed);
+  if (peak > 0 || zero_since_ == absl::InfiniteFuture()) {  // the load just stopped
+    zero_since_ = now;
+    if (burst_peak_ >= limits_.idle_release_min_bytes) releases_left_ = std::size(kReleaseAfter);
+    burst_peak_ = 0;
+  }
+  // gRPC frees some of a call's buffers after the call is done (transport
+  // and arena memory): a second pass a few seconds later returns those too.
+  while (releases_left_ > 0 &&
+         now - zero_since_ >= kReleaseAfter[std::size(kReleaseAfter) - releases_left_]) {
+    --releases_left_;
     limits_.on_idle_after_burst();
   }
 }

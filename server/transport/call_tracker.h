@@ -38,10 +38,10 @@ struct CallLimits {
   // upload and served; anything else arriving while draining is refused.
   absl::Duration drain_upload_grace = absl::Seconds(2);
   int64_t drain_upload_min_bytes = int64_t{64} << 10;
-  // Called (on the tracker's thread) once request bytes have been back to
-  // zero for a second after at least idle_release_min_bytes were held at
-  // once; the server returns freed heap memory to the OS there (a heap walk:
-  // milliseconds, at most once per idle period). Empty: never.
+  // Called (on the tracker's thread) 1 s and 3 s after request bytes fell
+  // back to zero, when at least idle_release_min_bytes were held at once
+  // before; the server returns freed heap memory to the OS there (a heap
+  // walk: milliseconds, twice per idle period at most). Empty: never.
   std::function<void()> on_idle_after_burst;
   int64_t idle_release_min_bytes = int64_t{1} << 20;
 };
@@ -112,10 +112,12 @@ class CallTracker {
   bool hurry_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time drain_start_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
-  // The most request bytes held at once since the last idle release.
+  // The most request bytes held at once since the watchdog's last tick.
   std::atomic<int64_t> peak_{0};
   // Watchdog-thread state for the idle memory release.
   absl::Time zero_since_ = absl::InfiniteFuture();
+  size_t releases_left_ = 0;
+  int64_t burst_peak_ = 0;  // the most held since the load last stopped
   std::thread watchdog_;
 };
 
