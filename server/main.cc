@@ -6,12 +6,19 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -71,7 +78,20 @@ ABSL_FLAG(int64_t, max_connection_age_ms, Defaults().max_connection_age_ms,
 ABSL_FLAG(int64_t, max_connection_age_grace_ms, Defaults().max_connection_age_grace_ms,
           "grace for calls on an aged connection");
 ABSL_FLAG(absl::Duration, drain_deadline, absl::Seconds(10),
-          "on SIGTERM/SIGINT: time in-flight requests get before they are cancelled");
+          "on SIGTERM/SIGINT (lame duck): time in-flight calls get to finish before they are "
+          "cancelled; a second signal ends the wait");
+ABSL_FLAG(int64_t, max_inflight_bytes, Defaults().calls.max_inflight_bytes,
+          "request bytes held at once (messages and stream chunks); beyond it "
+          "RESOURCE_EXHAUSTED (0: no bound)");
+ABSL_FLAG(int, max_streams, Defaults().calls.max_streams,
+          "SelectStream calls open at once; beyond it RESOURCE_EXHAUSTED (0: no bound)");
+ABSL_FLAG(absl::Duration, stream_idle_timeout, Defaults().calls.stream_idle_timeout,
+          "end a SelectStream that sends nothing for this long (DEADLINE_EXCEEDED)");
+ABSL_FLAG(int64_t, max_stream_chunks, Defaults().calls.max_stream_chunks,
+          "chunks in one SelectStream (0: no bound)");
+ABSL_FLAG(bool, release_memory_when_idle, Defaults().release_memory_when_idle,
+          "return freed heap memory to the OS after a burst, once no request bytes are held "
+          "for a second (RSS falls back to its base)");
 ABSL_FLAG(bool, enable_echo, Defaults().enable_echo, "serve the Echo RPC (transport benchmark)");
 ABSL_FLAG(bool, enable_reflection, Defaults().enable_reflection, "serve gRPC server reflection");
 ABSL_FLAG(bool, enable_regions, Defaults().regions.enabled,
@@ -80,7 +100,8 @@ ABSL_FLAG(bool, regions_allow_remote, Defaults().regions.allow_remote,
           "accept region RPCs from peers that are not loopback or unix-socket connections");
 ABSL_FLAG(bool, keep_heap, true,
           "keep freed large buffers resident (no per-request page faults; RSS stays at peak)");
-ABSL_FLAG(std::string, log_level, "info", "trace | debug | info | warn | error");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace | debug | info | warn | error (debug: one line per request)");
 
 namespace {
 
@@ -107,6 +128,69 @@ int WaitForShutdownSignal() {
   return byte;
 }
 
+// The byte the main thread writes to wake the second-signal watcher when the
+// drain ended on its own.
+constexpr char kDrainOver = 0;
+
+// Checks the flags main() reads itself; the server checks the rest.
+absl::Status ValidateProcessFlags() {
+  const std::string level = absl::GetFlag(FLAGS_log_level);
+  if (level != "trace" && level != "debug" && level != "info" && level != "warn" &&
+      level != "error") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level=", level, ": expected one of trace, debug, info, warn, error"));
+  }
+  if (absl::GetFlag(FLAGS_drain_deadline) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--drain_deadline=", absl::FormatDuration(absl::GetFlag(FLAGS_drain_deadline)),
+                     " is negative"));
+  }
+  return absl::OkStatus();
+}
+
+// True when this file defines the flag: what --help lists.
+bool IsServerFlag(absl::string_view path) { return absl::EndsWith(path, "server/main.cc"); }
+
+// --help: the usage line and this file's flags, exit status 0. (absl's own
+// --help exits 1, and matches flags by the program's source name, which
+// "topk-server" is not.)
+bool PrintHelpIfAsked(int argc, char** argv) {
+  bool asked = false;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    asked = asked || arg == "--help" || arg == "-help" || arg == "-h";
+  }
+  if (!asked) return false;
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (IsServerFlag(flag->Filename())) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  std::printf("%s\n\nFlags:\n", std::string(absl::ProgramUsageMessage()).c_str());
+  for (const absl::CommandLineFlag* flag : flags) {
+    std::printf("  --%s (%s); default: %s\n", std::string(flag->Name()).c_str(),
+                flag->Help().c_str(), flag->DefaultValue().c_str());
+  }
+  std::printf("\n--helpfull lists every flag of every library; --version prints the version.\n");
+  return true;
+}
+
+// --helpon=main and --helpshort list this file's flags; --version prints it.
+void ConfigureUsage() {
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = IsServerFlag;
+  config.contains_helpshort_flags = config.contains_help_flags;
+  config.version_string = [] {
+    return absl::StrCat("topk-server ", topk::server::ServerVersion(), "\n");
+  };
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(
+      "topk-server: exact Top-K selection over gRPC (topk.v1.TopK)\n"
+      "Usage: topk-server [--listen=HOST:PORT] [--backend=auto|cuda|cpu] [flags]; "
+      "--help lists the flags");
+}
+
 absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& text) {
   std::vector<int> out;
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
@@ -122,8 +206,13 @@ absl::StatusOr<std::vector<int>> ParseOrdinals(const std::string& text) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("topk-server: exact Top-K selection over gRPC (topk.v1.TopK)");
+  ConfigureUsage();
+  if (PrintHelpIfAsked(argc, argv)) return EXIT_SUCCESS;
   absl::ParseCommandLine(argc, argv);
+  if (absl::Status valid = ValidateProcessFlags(); !valid.ok()) {
+    spdlog::critical("cannot start: {}", valid.ToString());
+    return EXIT_FAILURE;
+  }
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
   if (absl::GetFlag(FLAGS_keep_heap) && !topk::server::KeepLargeBuffersResident()) {
     spdlog::warn("--keep_heap: the allocator refused; large requests will page-fault");
@@ -165,6 +254,11 @@ int main(int argc, char** argv) {
                            .max_rows = absl::GetFlag(FLAGS_max_rows),
                            .max_width = absl::GetFlag(FLAGS_max_width),
                            .max_batch_bytes = absl::GetFlag(FLAGS_max_batch_bytes)};
+  options.calls.max_inflight_bytes = absl::GetFlag(FLAGS_max_inflight_bytes);
+  options.calls.max_streams = absl::GetFlag(FLAGS_max_streams);
+  options.calls.stream_idle_timeout = absl::GetFlag(FLAGS_stream_idle_timeout);
+  options.calls.max_stream_chunks = absl::GetFlag(FLAGS_max_stream_chunks);
+  options.release_memory_when_idle = absl::GetFlag(FLAGS_release_memory_when_idle);
 
   absl::StatusOr<std::unique_ptr<topk::server::Server>> server =
       topk::server::Server::Start(options);
@@ -174,6 +268,16 @@ int main(int argc, char** argv) {
   }
   const int signal_number = WaitForShutdownSignal();
   spdlog::info("received {}", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  // A second signal during the drain cuts it short.
+  std::thread second_signal([&server] {
+    if (WaitForShutdownSignal() != kDrainOver) {
+      spdlog::warn("second signal: ending the drain now");
+      (*server)->Hurry();
+    }
+  });
   (*server)->Shutdown(absl::GetFlag(FLAGS_drain_deadline));
+  const char over = kDrainOver;
+  [[maybe_unused]] ssize_t n = write(shutdown_pipe[1], &over, 1);
+  second_signal.join();
   return EXIT_SUCCESS;
 }

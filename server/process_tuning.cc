@@ -1,6 +1,9 @@
 #include "server/process_tuning.h"
 
 #include <malloc.h>
+#include <unistd.h>
+
+#include <fstream>
 
 namespace topk::server {
 
@@ -12,6 +15,20 @@ bool KeepLargeBuffersResident() {
 #else
   return false;
 #endif
+}
+
+void ReleaseFreeHeapMemory() {
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
+int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0;
+  int64_t resident = 0;
+  if (!(statm >> pages >> resident)) return -1;
+  return resident * sysconf(_SC_PAGESIZE);
 }
 
 }  // namespace topk::server

@@ -1,6 +1,8 @@
 // Process-wide settings for serving large messages.
 #pragma once
 
+#include <cstdint>
+
 namespace topk::server {
 
 // Keeps freed large buffers in the heap instead of returning them to the OS.
@@ -10,5 +12,13 @@ namespace topk::server {
 // high trim threshold, memory reaches its high-water mark once and is reused.
 // Cost: RSS stays at that mark. Returns false if glibc refused.
 bool KeepLargeBuffersResident();
+
+// Returns the heap's free pages to the OS (glibc's malloc_trim), so the
+// resident set falls back after a burst of large requests even when
+// KeepLargeBuffersResident() keeps freed buffers in the heap under load.
+void ReleaseFreeHeapMemory();
+
+// This process's resident set in bytes (/proc/self/statm), or -1.
+int64_t ResidentBytes();
 
 }  // namespace topk::server

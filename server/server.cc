@@ -1,20 +1,27 @@
 #include "server/server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <limits>
+#include <new>
 #include <sstream>
+#include <stdexcept>
 
 #include "absl/memory/memory.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "google/protobuf/stubs/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
+#include "server/process_tuning.h"
 #include "server/transport/service.h"
 #include "spdlog/spdlog.h"
 
@@ -33,6 +40,41 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view 
   return text.str();
 }
 
+// A PEM file must hold at least one block of the expected kind; gRPC would
+// only fail later, as "cannot listen".
+absl::Status CheckPem(const std::string& text, absl::string_view block, absl::string_view flag,
+                      const std::string& path) {
+  if (!absl::StrContains(text, "-----BEGIN ") || !absl::StrContains(text, block)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", path, ": not a PEM file with a ", block, " block"));
+  }
+  return absl::OkStatus();
+}
+
+// "host:port", "[v6]:port" or "unix:path": the port must be 0..65535 (gRPC
+// would take 99999 modulo 65536 without a word).
+absl::Status CheckListenAddress(const std::string& address, absl::string_view flag) {
+  if (absl::StartsWith(address, "unix:")) return absl::OkStatus();
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", address, ": expected host:port with a port in 0..65535"));
+  }
+  return absl::OkStatus();
+}
+
+// Physical memory of this machine, or 0 when unknown.
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page_size > 0 ? static_cast<int64_t>(pages) * page_size : 0;
+}
+
+std::string GiB(long double bytes) { return absl::StrCat(static_cast<double>(bytes / (1 << 30))); }
+
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& options) {
   if (options.tls_cert.empty() && options.tls_key.empty()) {
     return grpc::InsecureServerCredentials();
@@ -44,6 +86,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadFile(options.tls_key, "--tls_key");
   if (!key.ok()) return key.status();
+  if (absl::Status s = CheckPem(*cert, "CERTIFICATE-----", "--tls_cert", options.tls_cert);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckPem(*key, "PRIVATE KEY-----", "--tls_key", options.tls_key); !s.ok()) {
+    return s;
+  }
   grpc::SslServerCredentialsOptions ssl;
   ssl.pem_key_cert_pairs.push_back({*key, *cert});
   return grpc::SslServerCredentials(ssl);
@@ -53,17 +102,152 @@ void SetIntArg(grpc::ServerBuilder& builder, const char* name, int64_t value) {
   if (value > 0) builder.AddChannelArgument(name, static_cast<int>(value));
 }
 
+std::string MiB(int64_t bytes) { return absl::StrCat(bytes >> 20, " MiB"); }
+
+// What an operator checks first: what serves, on what, within which limits,
+// and the memory that took at start.
+void LogStartupSummary(const ServerOptions& options, const Engine& engine) {
+  const RequestLimits& limits = engine.limits();
+  for (const EngineDevice& device : engine.devices()) {
+    spdlog::info(
+        "device {}: {}{}, {} workers{}",
+        device.description.ordinal < 0 ? "cpu" : std::to_string(device.description.ordinal),
+        device.description.name,
+        device.description.uuid.empty() ? "" : " (" + device.description.uuid + ")", device.workers,
+        device.description.memory_bytes > 0
+            ? absl::StrCat(", ", MiB(device.description.memory_bytes), " of memory")
+            : "");
+  }
+  int64_t workers = 0;
+  for (const EngineDevice& device : engine.devices()) workers += device.workers;
+  const int64_t output_bytes = limits.max_rows * limits.max_k * 8 * workers;
+  const bool gpu = engine.backend_name() == "cuda";
+  spdlog::info(
+      "limits: max_k {}, max_rows {}, max_width {}, max_batch_bytes {}, queue_depth {} per "
+      "device, messages {} in / {} out, {} of requests in flight, {} streams (idle {}, {} "
+      "chunks)",
+      limits.max_k, limits.max_rows, limits.max_width, MiB(limits.max_batch_bytes),
+      engine.options().queue_depth, MiB(options.max_recv_message_bytes),
+      MiB(options.max_send_message_bytes), MiB(options.calls.max_inflight_bytes),
+      options.calls.max_streams, absl::FormatDuration(options.calls.stream_idle_timeout),
+      options.calls.max_stream_chunks);
+  spdlog::info("memory at start: {} of host output buffers, {} of {} staging ({} workers)",
+               MiB(output_bytes), MiB(limits.max_batch_bytes * workers),
+               gpu ? "pinned and as much device" : "host (resident as requests touch it)", workers);
+}
+
+// Creates the backends and the engine; an allocation the limits make
+// impossible is an error that names them, not an abort.
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServerOptions& options) {
+  try {
+    absl::StatusOr<Backends> backends = CreateBackends(options.backends);
+    if (!backends.ok()) return backends.status();
+    return Engine::Create(options.engine, *std::move(backends));
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return absl::ResourceExhaustedError(
+      "cannot allocate the workers' buffers for these limits; lower --max_rows, --max_k, "
+      "--max_batch_bytes or --workers");
+}
+
 }  // namespace
 
+const char* ServerVersion() { return TOPK_VERSION; }
+
+absl::Status ValidateServerOptions(const ServerOptions& options) {
+  const RequestLimits& limits = options.engine.limits;
+  constexpr int64_t kGrpcMaxMessage = std::numeric_limits<int>::max();
+  auto out_of_range = [](absl::string_view flag, int64_t value, int64_t low, int64_t high) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", value, " is out of range [", low, ", ", high, "]"));
+  };
+  struct Range {
+    absl::string_view flag;
+    int64_t value, low, high;
+  };
+  const Range ranges[] = {
+      {"--max_k", limits.max_k, 1, int64_t{1} << 20},
+      {"--max_rows", limits.max_rows, 1, int64_t{1} << 24},
+      {"--max_width", limits.max_width, 1, std::numeric_limits<int32_t>::max()},
+      {"--max_batch_bytes", limits.max_batch_bytes, 4, int64_t{1} << 40},
+      {"--queue_depth", options.engine.queue_depth, 1, int64_t{1} << 20},
+      {"--workers", options.backends.workers, 0, 256},
+      {"--cpu_threads", options.backends.cpu_threads, 0, 4096},
+      {"--max_recv_message_bytes", options.max_recv_message_bytes, 1, kGrpcMaxMessage},
+      {"--max_send_message_bytes", options.max_send_message_bytes, 1, kGrpcMaxMessage},
+      {"--max_inflight_bytes", options.calls.max_inflight_bytes, 0, int64_t{1} << 50},
+      {"--max_streams", options.calls.max_streams, 0, 1 << 20},
+      {"--max_stream_chunks", options.calls.max_stream_chunks, 0, int64_t{1} << 40},
+  };
+  for (const Range& r : ranges) {
+    if (r.value < r.low || r.value > r.high) return out_of_range(r.flag, r.value, r.low, r.high);
+  }
+  if (options.calls.stream_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--stream_idle_timeout must be positive");
+  }
+  if (absl::Status s = CheckListenAddress(options.listen, "--listen"); !s.ok()) return s;
+  if (!options.metrics_listen.empty()) {
+    if (absl::Status s = CheckListenAddress(options.metrics_listen, "--metrics_listen"); !s.ok()) {
+      return s;
+    }
+  }
+  // The smallest answer a full request can get: M x K int32 indices (values
+  // double it; that is refused per request, with a message, when asked).
+  const int64_t index_bytes = limits.max_rows * limits.max_k * int64_t{4};
+  constexpr int64_t kResponseOverhead = 1024;
+  if (index_bytes + kResponseOverhead > options.max_send_message_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_send_message_bytes=", options.max_send_message_bytes,
+        " cannot hold the answer to a ", "full request: --max_rows x --max_k x 4 = ", index_bytes,
+        " bytes; raise it or lower --max_rows or --max_k"));
+  }
+  if (options.calls.max_inflight_bytes > 0 &&
+      options.calls.max_inflight_bytes <
+          std::max(limits.max_batch_bytes,
+                   std::min(options.max_recv_message_bytes, limits.max_batch_bytes + (1 << 20)))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_inflight_bytes=", options.calls.max_inflight_bytes,
+        " is below one full request (--max_batch_bytes = ", limits.max_batch_bytes, ")"));
+  }
+  // Host buffers every worker allocates (and touches) at start.
+  const int64_t memory = PhysicalMemoryBytes();
+  if (memory > 0) {
+    const int workers = options.backends.workers > 0
+                            ? options.backends.workers
+                            : std::max(kDefaultCpuWorkers, kDefaultWorkersPerGpu);
+    const long double per_worker = static_cast<long double>(limits.max_rows) * limits.max_k * 8.0L +
+                                   static_cast<long double>(limits.max_rows) * 16.0L;
+    const long double total = per_worker * workers;
+    if (total > memory) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("--max_rows x --max_k x 8 bytes x ", workers, " workers = ", GiB(total),
+                       " GiB of output buffers exceed this machine's ", GiB(memory),
+                       " GiB; lower --max_rows, --max_k or --workers"));
+    }
+    if (limits.max_batch_bytes > memory) {
+      return absl::ResourceExhaustedError(absl::StrCat("--max_batch_bytes=", limits.max_batch_bytes,
+                                                       " exceeds this machine's ", GiB(memory),
+                                                       " GiB of memory"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options) {
+  if (absl::Status valid = ValidateServerOptions(options); !valid.ok()) return valid;
+  // protobuf logs every string that is not UTF-8 at ERROR: a client could
+  // flood the log with them. The request is refused with the reason anyway;
+  // keep protobuf's lines for --log_level=debug.
+  google::protobuf::SetLogHandler(
+      [](google::protobuf::LogLevel, const char* file, int line, const std::string& message) {
+        spdlog::debug("protobuf {}:{}: {}", file, line, message);
+      });
   auto server = absl::WrapUnique(new Server());
-  absl::StatusOr<Backends> backends = CreateBackends(options.backends);
-  if (!backends.ok()) return backends.status();
-  absl::StatusOr<std::unique_ptr<Engine>> engine =
-      Engine::Create(options.engine, *std::move(backends));
+  absl::StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(options);
   if (!engine.ok()) return engine.status();
   server->engine_ = *std::move(engine);
-  server->metrics_ = std::make_unique<Metrics>(*server->engine_);
+  server->metrics_ = std::make_unique<Metrics>(*server->engine_, TOPK_VERSION);
   const Engine& eng = *server->engine_;
   if (eng.backend_name() == "cpu" && options.backends.backend != "cpu") {
     spdlog::warn("*** NO GPU: serving on the CPU backend *** ({})", eng.backend_reason());
@@ -75,6 +259,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!credentials.ok()) return credentials.status();
 
   Server* raw = server.get();
+  CallLimits call_limits = options.calls;
+  if (options.release_memory_when_idle) {
+    call_limits.on_idle_after_burst = [] {
+      const int64_t before = ResidentBytes();
+      ReleaseFreeHeapMemory();
+      spdlog::debug("idle: returned freed heap memory to the OS (RSS {} -> {} MiB)", before >> 20,
+                    ResidentBytes() >> 20);
+    };
+  }
   server->service_ = std::make_unique<TopKService>(
       server->engine_.get(), server->metrics_.get(),
       ServiceConfig{.version = TOPK_VERSION,
@@ -86,7 +279,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                           spdlog::critical("every device is unusable: health NOT_SERVING");
                           raw->SetServing(false);
                         },
-                    .regions = options.regions});
+                    .regions = options.regions,
+                    .call_limits = std::move(call_limits)});
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.enable_reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -96,6 +290,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   for (size_t i = 0; i < addresses.size(); ++i) {
     builder.AddListeningPort(addresses[i], *credentials, &bound_ports[i]);
   }
+  // One server per port: with SO_REUSEPORT a second server would start on a
+  // busy port and silently take part of its traffic.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.RegisterService(server->service_.get());
   // gRPC takes int sizes: 2 GiB - 1 at most.
   const auto clamp = [](int64_t bytes) {
@@ -109,13 +306,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_AGE_MS, options.max_connection_age_ms);
   SetIntArg(builder, GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, options.max_connection_age_grace_ms);
   server->grpc_server_ = builder.BuildAndStart();
+  const auto cannot_listen = [&options](absl::string_view address) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        ": the port is in use by another process or the host is not an address of this machine",
+        options.tls_cert.empty() ? ""
+                                 : " (or --tls_cert and --tls_key are not a matching PEM pair)"));
+  };
   if (server->grpc_server_ == nullptr || addresses.empty()) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+    return cannot_listen(options.listen);
   }
   for (size_t i = 0; i < addresses.size(); ++i) {
-    if (bound_ports[i] == 0) {
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", addresses[i]));
-    }
+    if (bound_ports[i] == 0) return cannot_listen(addresses[i]);
     if (server->port_ == 0 && !absl::StartsWith(addresses[i], "unix")) {
       server->port_ = bound_ports[i];
       server->host_ = addresses[i].substr(0, addresses[i].rfind(':'));
@@ -138,6 +340,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                  server->metrics_port_);
   }
   server->SetServing(eng.usable());
+  LogStartupSummary(options, eng);
   spdlog::info("topk-server {} listening on {} ({} backend, {} device(s), {})", TOPK_VERSION,
                server->address(), eng.backend_name(), eng.devices().size(),
                options.tls_cert.empty() ? "plaintext" : "TLS");
@@ -155,11 +358,18 @@ void Server::SetServing(bool serving) {
   health->SetServingStatus(kServiceName, serving);
 }
 
+void Server::Hurry() {
+  if (service_ != nullptr) service_->Hurry();
+}
+
 void Server::Shutdown(absl::Duration deadline) {
   if (shut_down_) return;
   shut_down_ = true;
   if (grpc_server_ != nullptr) {
-    spdlog::info("draining: in-flight requests have {} to finish", absl::FormatDuration(deadline));
+    spdlog::info(
+        "lame duck: health NOT_SERVING, new calls refused; {} call(s) in flight have {} "
+        "to finish",
+        service_->calls().calls_in_flight(), absl::FormatDuration(deadline));
     // Health first, so load balancers stop routing here while we drain;
     // Shutdown() of the health service also freezes it at NOT_SERVING.
     if (grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService()) {
@@ -168,8 +378,18 @@ void Server::Shutdown(absl::Duration deadline) {
     // Region sessions are streams that stay open by design: end them, or
     // they would hold the drain until its deadline. Requests in flight keep
     // their regions until they finish.
-    if (service_ != nullptr) service_->EndSessions();
-    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + deadline));
+    service_->EndSessions();
+    // The listener stays open while we drain, so a late client is told
+    // UNAVAILABLE (retry elsewhere) instead of finding a closed port.
+    if (service_->Drain(absl::Now() + deadline)) {
+      spdlog::info("every call in flight finished");
+    } else {
+      spdlog::warn("{} call(s) still in flight: cancelling them",
+                   service_->calls().calls_in_flight());
+    }
+    // What is left are our cancelled calls, refused calls and Health.Watch
+    // streams: waiting would only hold the exit.
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   }
   if (engine_ != nullptr) engine_->Stop();
   exposer_.reset();

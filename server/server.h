@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/backends/backend_factory.h"
 #include "server/engine/engine.h"
+#include "server/transport/call_tracker.h"
 #include "server/transport/metrics.h"
 #include "server/transport/region_service.h"
 
@@ -49,6 +50,11 @@ struct ServerOptions {
   bool enable_echo = false;
   bool enable_reflection = true;
   RegionOptions regions;
+  // After a burst of large requests, return the freed heap to the OS once
+  // the server holds no request bytes for a second (RSS falls back).
+  bool release_memory_when_idle = true;
+  // Memory budget and stream bounds (on_idle_after_burst is set by Start).
+  CallLimits calls;
   BackendOptions backends;
   EngineOptions engine;
 };
@@ -56,6 +62,14 @@ struct ServerOptions {
 // The service name clients probe with grpc.health.v1 (the empty name
 // reports the same status).
 inline constexpr char kServiceName[] = "topk.v1.TopK";
+
+// The version topk-server reports (GetServerInfo, --version, build info).
+const char* ServerVersion();
+
+// Checks options that would otherwise abort or fail later (sizes that cannot
+// be allocated, limits gRPC cannot represent, an answer that can never fit
+// the send limit); the message names the flag. Start() calls it.
+absl::Status ValidateServerOptions(const ServerOptions& options);
 
 class Server {
  public:
@@ -73,9 +87,15 @@ class Server {
   // Bound metrics port, or 0 when off.
   int metrics_port() const { return metrics_port_; }
 
-  // Drains: health NOT_SERVING, no new calls, in-flight calls get until
-  // `deadline` to finish and are cancelled after it; then the workers stop.
+  // Lame duck, then shutdown: health NOT_SERVING, new Select calls refused
+  // with UNAVAILABLE, streams idle for a second ended; the calls in flight
+  // (uploads included) get up to `deadline` to finish and are cancelled
+  // after it; then gRPC stops (open Health.Watch streams do not hold it) and
+  // the workers stop.
   void Shutdown(absl::Duration deadline);
+  // Ends the wait of a Shutdown in progress now (a second SIGTERM); safe
+  // from any thread.
+  void Hurry();
 
   Engine& engine() { return *engine_; }
   Metrics& metrics() { return *metrics_; }

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "topk/testing/verifier.h"
 
 namespace topk::tools {
@@ -115,7 +118,12 @@ absl::StatusOr<testing::Distribution> ParseDistribution(const std::string& name)
   for (testing::Distribution d : testing::kAllDistributions) {
     if (testing::DistributionName(d) == name) return d;
   }
-  return absl::InvalidArgumentError(absl::StrCat("unknown distribution '", name, "'"));
+  std::vector<std::string> names;
+  for (testing::Distribution d : testing::kAllDistributions) {
+    names.emplace_back(testing::DistributionName(d));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown distribution '", name, "' (", absl::StrJoin(names, ", "), ")"));
 }
 
 absl::StatusOr<testing::LengthPattern> ParseLengthPattern(const std::string& name) {

@@ -1,17 +1,25 @@
 // topk-cli: one-off calls against a topk-server.
 //   topk-cli select --target=H:P --k=2048 --rows=64 --width=131072 [--input=F] [--save=F]
 //   topk-cli replay --target=H:P --input=F --k=2048 --repeat=10
-//   topk-cli info | stats | health --target=H:P
+//   topk-cli info | stats [--json] | health --target=H:P
+//   topk-cli help [COMMAND], topk-cli COMMAND --help
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "packed_rows.h"
+#include "stats_report.h"
 #include "topk/client/client.h"
 
 ABSL_FLAG(std::string, target, topk::client::ClientOptions{}.target, "server host:port");
@@ -36,10 +44,93 @@ ABSL_FLAG(bool, verify, true, "check every answer with the exactness verifier");
 ABSL_FLAG(int, repeat, 1, "replay: how many times to send the rows");
 ABSL_FLAG(int, print_rows, 1, "print the first indices of this many rows");
 ABSL_FLAG(bool, prometheus, false, "stats: print the Prometheus text");
+ABSL_FLAG(bool, json, false, "stats: print one JSON object (counters, errors, percentiles)");
 
 namespace {
 
 using topk::client::Client;
+
+// The subcommands, what each does, and the flags it reads (besides the
+// connection flags every command takes).
+struct Command {
+  const char* name;
+  const char* summary;
+  std::vector<const char*> flags;
+};
+
+const std::vector<Command>& Commands() {
+  static const auto* const commands = new std::vector<Command>{
+      {"select",
+       "send one batch (generated, or --input) and verify the answer",
+       {"k", "input", "save", "output", "distribution", "lengths", "rows", "width", "seed",
+        "sorted", "deterministic", "return_values", "stream", "chunk_bytes", "verify",
+        "print_rows"}},
+      {"replay",
+       "resend a saved batch (--input) --repeat times and verify every answer",
+       {"input", "k", "repeat", "output", "sorted", "deterministic", "return_values", "stream",
+        "chunk_bytes", "verify", "print_rows"}},
+      {"info", "the server's version, backend, devices and limits", {}},
+      {"stats",
+       "counters, errors by code and latency percentiles (--json: one object)",
+       {"json", "prometheus"}},
+      {"health", "SERVING or NOT_SERVING (exit status 0 only when serving)", {}},
+  };
+  return *commands;
+}
+
+constexpr const char* kConnectionFlags[] = {"target", "tls", "tls_roots"};
+
+std::string CommandNames() {
+  std::vector<std::string> names;
+  for (const Command& command : Commands()) names.emplace_back(command.name);
+  return absl::StrJoin(names, ", ");
+}
+
+const Command* FindCommand(std::string_view name) {
+  for (const Command& command : Commands()) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+void PrintFlag(const char* name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) return;
+  absl::PrintF("  --%-14s %s (default: %s)\n", name, flag->Help(), flag->DefaultValue());
+}
+
+// `topk-cli help`, `topk-cli help COMMAND`, `topk-cli COMMAND --help`.
+int PrintHelp(std::string_view name) {
+  const Command* command = FindCommand(name);
+  if (command == nullptr) {
+    absl::PrintF("topk-cli COMMAND [--flags]: calls a topk-server\n\ncommands:\n");
+    for (const Command& c : Commands()) absl::PrintF("  %-8s %s\n", c.name, c.summary);
+    absl::PrintF("\nconnection flags (every command):\n");
+    for (const char* flag : kConnectionFlags) PrintFlag(flag);
+    absl::PrintF("\n'topk-cli help COMMAND' or 'topk-cli COMMAND --help' lists its flags.\n");
+    return 0;
+  }
+  absl::PrintF("topk-cli %s: %s\n\nflags:\n", command->name, command->summary);
+  for (const char* flag : command->flags) PrintFlag(flag);
+  for (const char* flag : kConnectionFlags) PrintFlag(flag);
+  return 0;
+}
+
+// The subcommand asked for help, when the arguments ask for it.
+std::optional<std::string> HelpRequest(int argc, char** argv) {
+  std::string command;
+  bool asked = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "help") {
+      asked = true;
+    } else if (!arg.starts_with("-") && command.empty()) {
+      command = std::string(arg);
+    }
+  }
+  if (!asked) return std::nullopt;
+  return command;
+}
 
 int Fail(const absl::Status& status) {
   std::cerr << "topk-cli: " << status << "\n";
@@ -125,18 +216,30 @@ int Select(Client& client, bool replay) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "topk-cli select|replay|info|stats|health [--flags]: calls a topk-server");
+      absl::StrCat("topk-cli COMMAND [--flags]: calls a topk-server; COMMAND is one of ",
+                   CommandNames(), "; 'topk-cli help COMMAND' lists its flags"));
+  if (std::optional<std::string> help = HelpRequest(argc, argv)) return PrintHelp(*help);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() != 2) {
-    std::cerr << absl::ProgramUsageMessage() << "\n";
+    std::cerr << "topk-cli: expected one command (" << CommandNames()
+              << "); 'topk-cli help' lists them\n";
     return 2;
   }
   const std::string command = args[1];
+  if (FindCommand(command) == nullptr) {
+    std::cerr << "topk-cli: unknown command '" << command << "'; expected one of " << CommandNames()
+              << "\n";
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<Client>> client = Connect();
   if (!client.ok()) return Fail(client.status());
   if (command == "select") return Select(**client, /*replay=*/false);
   if (command == "replay") {
-    if (absl::GetFlag(FLAGS_input).empty()) return Fail(absl::InvalidArgumentError("--input"));
+    if (absl::GetFlag(FLAGS_input).empty()) {
+      return Fail(
+          absl::InvalidArgumentError("replay needs --input=FILE (a TOPKROWS file that "
+                                     "'topk-cli select --save=FILE' wrote)"));
+    }
     return Select(**client, /*replay=*/true);
   }
   if (command == "info") {
@@ -148,8 +251,13 @@ int main(int argc, char** argv) {
   if (command == "stats") {
     absl::StatusOr<topk::v1::Stats> stats = (*client)->GetStats(absl::GetFlag(FLAGS_prometheus));
     if (!stats.ok()) return Fail(stats.status());
-    std::cout << (absl::GetFlag(FLAGS_prometheus) ? stats->prometheus_text()
-                                                  : stats->DebugString());
+    if (absl::GetFlag(FLAGS_prometheus)) {
+      std::cout << stats->prometheus_text();
+    } else if (absl::GetFlag(FLAGS_json)) {
+      std::cout << topk::tools::StatsJson(*stats);
+    } else {
+      std::cout << topk::tools::StatsText(*stats);
+    }
     return 0;
   }
   if (command == "health") {
@@ -158,6 +266,5 @@ int main(int argc, char** argv) {
     std::cout << (*serving ? "SERVING" : "NOT_SERVING") << "\n";
     return *serving ? 0 : 1;
   }
-  std::cerr << "unknown command '" << command << "'\n" << absl::ProgramUsageMessage() << "\n";
-  return 2;
+  return 2;  // FindCommand above knows only the commands handled here
 }

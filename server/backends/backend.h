@@ -78,9 +78,18 @@ struct DeviceDescription {
   int64_t memory_bytes = 0;
 };
 
+// What a worker backend counts, for the metrics (read from any thread).
+struct BackendCounters {
+  int64_t graph_captures = 0;          // CUDA graphs captured (one per plan bucket)
+  int64_t graph_capture_failures = 0;  // buckets that run uncaptured instead
+  int64_t graph_replays = 0;           // selections served by replaying a graph
+};
+
 class WorkerBackend {
  public:
   virtual ~WorkerBackend() = default;
+
+  virtual BackendCounters counters() const { return {}; }
 
   virtual absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
                                         const SelectOptions& options) const = 0;
@@ -96,6 +105,9 @@ class Device {
   virtual ~Device() = default;
   virtual std::string backend_name() const = 0;
   virtual DeviceDescription description() const = 0;
+  // Device memory in use right now (by every process), or -1 where there is
+  // no device memory to report (the host CPU).
+  virtual int64_t memory_used_bytes() const { return -1; }
   // One per worker; allocates that worker's buffers for `limits`.
   virtual absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) = 0;

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -70,6 +71,12 @@ class CudaWorker final : public WorkerBackend {
     return selector_->MakePlan(shape, options);
   }
 
+  BackendCounters counters() const override {
+    return {.graph_captures = captures_.load(std::memory_order_relaxed),
+            .graph_capture_failures = capture_failures_.load(std::memory_order_relaxed),
+            .graph_replays = replays_.load(std::memory_order_relaxed)};
+  }
+
   // Rows on this GPU (a CUDA IPC region) are read where they are, and an
   // output target on it is written in place: then no score and no output
   // byte crosses the host; only the row offsets go up (M x 8 bytes, checked
@@ -99,6 +106,7 @@ class CudaWorker final : public WorkerBackend {
                              .workspace_bytes = d_workspace_.bytes(),
                              .stream = stream_.get()};
     CudaGraphRunner* graph = GraphFor(plan, context);
+    if (graph != nullptr) replays_.fetch_add(1, std::memory_order_relaxed);
     absl::Status run = graph != nullptr ? graph->Replay(batch, out, stream_.get())
                                         : selector_->Run(plan, batch, out, context);
     if (!run.ok()) {
@@ -272,11 +280,13 @@ class CudaWorker final : public WorkerBackend {
     absl::StatusOr<std::unique_ptr<CudaGraphRunner>> graph =
         CudaGraphRunner::Create(*selector_, plan, context);
     if (!graph.ok()) {
+      capture_failures_.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn("CUDA graph capture failed for k={} rows={} width={}: {}; running uncaptured",
                    key.k, key.max_rows, key.max_width, graph.status().ToString());
       graphs_.emplace(key, nullptr);
       return nullptr;
     }
+    captures_.fetch_add(1, std::memory_order_relaxed);
     return graphs_.emplace(key, *std::move(graph)).first->second.get();
   }
 
@@ -297,6 +307,9 @@ class CudaWorker final : public WorkerBackend {
   cuda::PinnedBuffer<int32_t> h_indices_;
   cuda::PinnedBuffer<RowStatus> h_status_;
   cuda::PinnedBuffer<float> h_values_;
+  std::atomic<int64_t> captures_{0};
+  std::atomic<int64_t> capture_failures_{0};
+  std::atomic<int64_t> replays_{0};
   // Declared last so it is destroyed first: a graph runner synchronises the
   // worker's stream and refers to its buffers while it is torn down.
   absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;
@@ -309,6 +322,17 @@ class CudaDevice final : public Device {
 
   std::string backend_name() const override { return "cuda"; }
   DeviceDescription description() const override { return description_; }
+
+  // From the metrics thread: cudaMemGetInfo reports the current device's.
+  int64_t memory_used_bytes() const override {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    if (cudaSetDevice(ordinal_) != cudaSuccess ||
+        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      return -1;
+    }
+    return static_cast<int64_t>(total_bytes - free_bytes);
+  }
 
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) override {

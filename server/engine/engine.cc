@@ -10,6 +10,7 @@ namespace topk::server {
 
 struct Engine::Slot {
   explicit Slot(size_t queue_depth) : state(queue_depth) {}
+  std::unique_ptr<Device> device;  // kept for what it reports (memory in use)
   DeviceDescription description;
   DeviceState state;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -45,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
       }
       slot->workers.push_back(std::make_unique<Worker>(*std::move(backend), limits, &slot->state));
     }
+    slot->device = std::move(device);
     engine->slots_.push_back(std::move(slot));
   }
   for (auto& slot : engine->slots_) {
@@ -100,9 +102,21 @@ bool Engine::usable() const {
 std::vector<EngineDevice> Engine::devices() const {
   std::vector<EngineDevice> out;
   for (const auto& slot : slots_) {
-    out.push_back({.description = slot->description,
-                   .workers = static_cast<int>(slot->workers.size()),
-                   .usable = slot->state.usable.load(std::memory_order_acquire)});
+    EngineDevice device{.description = slot->description,
+                        .workers = static_cast<int>(slot->workers.size()),
+                        .usable = slot->state.usable.load(std::memory_order_acquire),
+                        .queue_depth = static_cast<int64_t>(slot->state.queue.size()),
+                        .in_flight = slot->state.in_flight.load(std::memory_order_relaxed),
+                        .memory_used_bytes = slot->device->memory_used_bytes()};
+    for (const auto& worker : slot->workers) {
+      device.plan_cache_hits += worker->plans().hits();
+      device.plan_cache_misses += worker->plans().misses();
+      const BackendCounters counters = worker->backend_counters();
+      device.backend.graph_captures += counters.graph_captures;
+      device.backend.graph_capture_failures += counters.graph_capture_failures;
+      device.backend.graph_replays += counters.graph_replays;
+    }
+    out.push_back(std::move(device));
   }
   return out;
 }

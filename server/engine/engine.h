@@ -21,10 +21,17 @@ struct EngineOptions {
   RequestLimits limits;
 };
 
+// One device as the engine serves it, sampled now.
 struct EngineDevice {
   DeviceDescription description;
   int workers = 0;
   bool usable = true;
+  int64_t queue_depth = 0;
+  int64_t in_flight = 0;
+  int64_t memory_used_bytes = -1;  // -1: no device memory (the CPU)
+  int64_t plan_cache_hits = 0;     // summed over the device's workers
+  int64_t plan_cache_misses = 0;
+  BackendCounters backend;  // summed over the device's workers
 };
 
 class Engine {

@@ -5,7 +5,11 @@
 namespace topk::server {
 
 absl::StatusOr<const Plan*> PlanCache::Get(const PlanKey& key, const WorkerBackend& backend) {
-  if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
+  if (auto it = plans_.find(key); it != plans_.end()) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    return &it->second;
+  }
+  misses_.fetch_add(1, std::memory_order_relaxed);
   const ProblemShape shape{
       .k = key.k, .max_rows = key.max_rows, .max_width = key.max_width, .layout = Layout::kPacked};
   const SelectOptions options{.sorted = key.sorted, .deterministic = key.deterministic};

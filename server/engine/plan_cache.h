@@ -3,7 +3,9 @@
 // reuse it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -22,10 +24,16 @@ class PlanCache {
   // valid until the next Get.
   absl::StatusOr<const Plan*> Get(const PlanKey& key, const WorkerBackend& backend);
 
+  // Lookups that found a plan, and that had to make one (any thread).
+  int64_t hits() const { return hits_.load(std::memory_order_relaxed); }
+  int64_t misses() const { return misses_.load(std::memory_order_relaxed); }
+
  private:
   size_t capacity_;
   absl::flat_hash_map<PlanKey, Plan> plans_;
   Plan scratch_;  // the uncached plan when the cache is full
+  std::atomic<int64_t> hits_{0};
+  std::atomic<int64_t> misses_{0};
 };
 
 }  // namespace topk::server

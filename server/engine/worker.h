@@ -39,6 +39,10 @@ class Worker {
   void Start();
   void Join();
 
+  // For the metrics (any thread).
+  const PlanCache& plans() const { return plans_; }
+  BackendCounters backend_counters() const { return backend_->counters(); }
+
  private:
   void Loop();
   void Serve(const QueuedJob& queued);

@@ -44,7 +44,9 @@ class Metrics::EngineSampler final : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override {
     queue_depth_->Set(static_cast<double>(engine_.queue_depth()));
     in_flight_->Set(static_cast<double>(engine_.in_flight()));
-    return registry_->Collect();
+    std::vector<prometheus::MetricFamily> families = registry_->Collect();
+    AppendDeviceFamilies(engine_.devices(), families);
+    return families;
   }
 
  private:
@@ -54,13 +56,107 @@ class Metrics::EngineSampler final : public prometheus::Collectable {
   prometheus::Gauge* in_flight_;
 };
 
+namespace {
+
+prometheus::ClientMetric Sample(double value, std::vector<prometheus::ClientMetric::Label> labels,
+                                prometheus::MetricType type) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  if (type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  return metric;
+}
+
+// "cpu" for the host, else the CUDA ordinal.
+std::string DeviceLabel(const EngineDevice& device) {
+  return device.description.ordinal < 0 ? "cpu" : std::to_string(device.description.ordinal);
+}
+
+}  // namespace
+
+// Per-device series, built from one sample of the engine per scrape (their
+// label sets follow the devices, so they are not pre-created).
+void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
+                          std::vector<prometheus::MetricFamily>& families) {
+  using prometheus::MetricType;
+  constexpr size_t kDeviceFamilies = 9;
+  families.reserve(families.size() + kDeviceFamilies);  // the pointers below stay valid
+  auto family = [&](const char* name, const char* help, MetricType type) {
+    families.push_back({.name = name, .help = help, .type = type, .metric = {}});
+    return &families.back().metric;
+  };
+  auto* info = family("topk_device_info", "Served devices (value 1): name and UUID by device",
+                      MetricType::Gauge);
+  auto* usable = family("topk_device_usable", "1 while the device serves, 0 after a sticky error",
+                        MetricType::Gauge);
+  auto* queued = family("topk_device_queue_depth", "Requests waiting for the device's workers",
+                        MetricType::Gauge);
+  auto* running =
+      family("topk_device_in_flight", "Requests on the device's workers", MetricType::Gauge);
+  auto* memory = family("topk_device_memory_used_bytes",
+                        "Device memory in use (every process; GPUs only)", MetricType::Gauge);
+  auto* total =
+      family("topk_device_memory_total_bytes", "Device memory (GPUs only)", MetricType::Gauge);
+  auto* plans = family("topk_plan_cache_lookups_total",
+                       "Plan-cache lookups by result: hit (plan reused), miss (plan made)",
+                       MetricType::Counter);
+  auto* captures = family("topk_cuda_graph_captures_total",
+                          "CUDA graphs captured (one per plan bucket and worker), by result",
+                          MetricType::Counter);
+  auto* replays =
+      family("topk_cuda_graph_replays_total",
+             "Selections served by replaying a captured CUDA graph", MetricType::Counter);
+  for (const EngineDevice& device : devices) {
+    const std::string id = DeviceLabel(device);
+    info->push_back(Sample(
+        1, {{"device", id}, {"name", device.description.name}, {"uuid", device.description.uuid}},
+        MetricType::Gauge));
+    usable->push_back(Sample(device.usable ? 1 : 0, {{"device", id}}, MetricType::Gauge));
+    queued->push_back(
+        Sample(static_cast<double>(device.queue_depth), {{"device", id}}, MetricType::Gauge));
+    running->push_back(
+        Sample(static_cast<double>(device.in_flight), {{"device", id}}, MetricType::Gauge));
+    if (device.memory_used_bytes >= 0) {
+      memory->push_back(Sample(static_cast<double>(device.memory_used_bytes), {{"device", id}},
+                               MetricType::Gauge));
+    }
+    if (device.description.memory_bytes > 0 && device.description.ordinal >= 0) {
+      total->push_back(Sample(static_cast<double>(device.description.memory_bytes),
+                              {{"device", id}}, MetricType::Gauge));
+    }
+    plans->push_back(Sample(static_cast<double>(device.plan_cache_hits),
+                            {{"device", id}, {"result", "hit"}}, MetricType::Counter));
+    plans->push_back(Sample(static_cast<double>(device.plan_cache_misses),
+                            {{"device", id}, {"result", "miss"}}, MetricType::Counter));
+    if (device.description.ordinal >= 0) {
+      captures->push_back(Sample(static_cast<double>(device.backend.graph_captures),
+                                 {{"device", id}, {"result", "ok"}}, MetricType::Counter));
+      captures->push_back(Sample(static_cast<double>(device.backend.graph_capture_failures),
+                                 {{"device", id}, {"result", "failed"}}, MetricType::Counter));
+      replays->push_back(Sample(static_cast<double>(device.backend.graph_replays), {{"device", id}},
+                                MetricType::Counter));
+    }
+  }
+  // An empty family would print only its HELP and TYPE lines.
+  std::erase_if(families, [](const prometheus::MetricFamily& f) { return f.metric.empty(); });
+}
+
 std::string StatusCodeName(absl::StatusCode code) {
   // absl's names are "INVALID_ARGUMENT"-style already, except OK/Cancelled.
   return absl::AsciiStrToUpper(absl::StrReplaceAll(absl::StatusCodeToString(code), {{" ", "_"}}));
 }
 
-Metrics::Metrics(const Engine& engine)
+Metrics::Metrics(const Engine& engine, const std::string& version)
     : engine_(engine), registry_(std::make_shared<prometheus::Registry>()), start_(absl::Now()) {
+  prometheus::BuildGauge()
+      .Name("topk_build_info")
+      .Help("The server's build (value 1): version and serving backend")
+      .Register(*registry_)
+      .Add({{"version", version}, {"backend", engine.backend_name()}})
+      .Set(1);
   auto& requests = prometheus::BuildCounter()
                        .Name("topk_requests_total")
                        .Help("Select and SelectStream calls received")
@@ -104,10 +200,9 @@ Metrics::Metrics(const Engine& engine)
   collectable_ = std::make_shared<EngineSampler>(engine_, registry_, queue_depth_, in_flight_);
 }
 
-void Metrics::OnRequest(int64_t bytes_in) {
-  requests_->Increment();
-  bytes_in_->Increment(static_cast<double>(bytes_in));
-}
+void Metrics::OnRequest() { requests_->Increment(); }
+
+void Metrics::OnBytesIn(int64_t bytes) { bytes_in_->Increment(static_cast<double>(bytes)); }
 
 void Metrics::OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
                         int64_t total_us) {

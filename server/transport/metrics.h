@@ -1,14 +1,17 @@
 // Server metrics on prometheus-cpp: one registry that the metrics port
-// (prometheus::Exposer) scrapes and GetStats reads. Every series is created
-// at start, so recording never allocates. The transport records each request
-// event here, once; the queue-depth and in-flight gauges are read from the
-// engine when collected, so the engine keeps no metrics of its own.
+// (prometheus::Exposer) scrapes and GetStats reads. Every request series is
+// created at start, so recording never allocates. The transport records each
+// request event here, once; what the engine and the devices know (queue
+// depth, in flight, per-device state, device memory, plan-cache and
+// CUDA-graph counters) is read from the engine when collected, so the engine
+// keeps no metrics of its own.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -16,6 +19,7 @@
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
+#include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "server/engine/engine.h"
 #include "topk/v1/topk.pb.h"
@@ -24,8 +28,8 @@ namespace topk::server {
 
 class Metrics {
  public:
-  // `engine` must outlive the metrics.
-  explicit Metrics(const Engine& engine);
+  // `engine` must outlive the metrics. `version` labels topk_build_info.
+  Metrics(const Engine& engine, const std::string& version);
 
   Metrics(const Metrics&) = delete;
   Metrics& operator=(const Metrics&) = delete;
@@ -33,7 +37,11 @@ class Metrics {
   // What the metrics port scrapes: the registry, with the gauges refreshed.
   std::shared_ptr<prometheus::Collectable> collectable() const { return collectable_; }
 
-  void OnRequest(int64_t bytes_in);
+  // A Select or SelectStream call arrived (counted before any check, so
+  // every error has its request).
+  void OnRequest();
+  // Score bytes received.
+  void OnBytesIn(int64_t bytes);
   void OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
                  int64_t total_us);
   void OnError(absl::StatusCode code);
@@ -61,6 +69,11 @@ class Metrics {
   prometheus::Gauge* queue_depth_;
   prometheus::Gauge* in_flight_;
 };
+
+// Appends the per-device series (info, usable, queue, in flight, memory,
+// plan cache, CUDA graphs) of `devices` to `families`.
+void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
+                          std::vector<prometheus::MetricFamily>& families);
 
 // "INVALID_ARGUMENT" etc.: the gRPC spelling of a status code.
 std::string StatusCodeName(absl::StatusCode code);

@@ -10,6 +10,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/engine/engine.h"
 #include "server/engine/select_job.h"
+#include "server/transport/call_tracker.h"
 #include "server/transport/metrics.h"
 #include "server/transport/region_service.h"
 #include "topk/v1/topk.grpc.pb.h"
@@ -20,6 +21,10 @@ namespace topk::server {
 struct SelectContext {
   Engine* engine = nullptr;
   Metrics* metrics = nullptr;
+  CallTracker* calls = nullptr;
+  // gRPC's send limit: a response over it is refused here (RESOURCE_EXHAUSTED,
+  // counted) instead of failing inside gRPC after it was counted a success.
+  int64_t max_send_message_bytes = 0;
   // Called after a request failed with UNAVAILABLE and no device is usable
   // (the service then turns health NOT_SERVING).
   std::function<void()> on_no_usable_device;
@@ -42,9 +47,11 @@ grpc::ServerUnaryReactor* StartUnarySelect(const SelectContext& select,
                                            const grpc::ByteBuffer* request,
                                            grpc::ByteBuffer* response);
 
-// Creates the reactor of one SelectStream; it deletes itself in OnDone.
-grpc::ServerReadReactor<v1::SelectChunk>* StartStreamSelect(const SelectContext& select,
-                                                            grpc::CallbackServerContext* context,
-                                                            v1::SelectResponse* response);
+// Creates the reactor of one SelectStream (raw: chunks are parsed here, so a
+// corrupt chunk fails the stream instead of ending it); it deletes itself
+// once gRPC and the call tracker are both done with it.
+grpc::ServerReadReactor<grpc::ByteBuffer>* StartStreamSelect(const SelectContext& select,
+                                                             grpc::CallbackServerContext* context,
+                                                             grpc::ByteBuffer* response);
 
 }  // namespace topk::server

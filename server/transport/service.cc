@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "server/transport/raw_messages.h"
+
 namespace topk::server {
 
 TopKService::TopKService(Engine* engine, Metrics* metrics, ServiceConfig config)
@@ -9,10 +11,36 @@ TopKService::TopKService(Engine* engine, Metrics* metrics, ServiceConfig config)
       metrics_(metrics),
       config_(std::move(config)),
       regions_(engine, config_.regions),
+      calls_(config_.call_limits),
       select_{.engine = engine,
               .metrics = metrics,
+              .calls = &calls_,
+              .max_send_message_bytes = config_.max_send_message_bytes,
               .on_no_usable_device = [this] { ReportNoUsableDevice(); },
               .regions = &regions_} {}
+
+namespace {
+
+// Parses `request` into `message`, or finishes the call with INVALID_ARGUMENT.
+template <typename Message>
+bool ParseOrFinish(const grpc::ByteBuffer& request, Message& message,
+                   grpc::ServerUnaryReactor* reactor) {
+  absl::Status parsed = ParseMessage(request, message);
+  if (!parsed.ok()) reactor->Finish(ToGrpcStatus(parsed));
+  return parsed.ok();
+}
+
+void FinishWith(const google::protobuf::MessageLite& message, grpc::ByteBuffer& response,
+                grpc::ServerUnaryReactor* reactor) {
+  reactor->Finish(ToGrpcStatus(SerializeMessage(message, response)));
+}
+
+}  // namespace
+
+bool TopKService::Drain(absl::Time deadline) {
+  calls_.StartDraining();
+  return calls_.WaitForCalls(deadline);
+}
 
 void TopKService::ReportNoUsableDevice() {
   if (!device_lost_reported_.exchange(true) && config_.on_device_lost) config_.on_device_lost();
@@ -24,28 +52,38 @@ grpc::ServerUnaryReactor* TopKService::Select(grpc::CallbackServerContext* conte
   return StartUnarySelect(select_, context, request, response);
 }
 
-grpc::ServerReadReactor<v1::SelectChunk>* TopKService::SelectStream(
-    grpc::CallbackServerContext* context, v1::SelectResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* TopKService::SelectStream(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return StartStreamSelect(select_, context, response);
 }
 
 grpc::ServerUnaryReactor* TopKService::GetServerInfo(grpc::CallbackServerContext* context,
-                                                     const v1::GetServerInfoRequest* /*request*/,
-                                                     v1::ServerInfo* response) {
-  response->set_version(config_.version);
-  response->set_backend(engine_->backend_name());
-  response->set_backend_reason(engine_->backend_reason());
+                                                     const grpc::ByteBuffer* request,
+                                                     grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::GetServerInfoRequest parsed;
+  if (!ParseOrFinish(*request, parsed, reactor)) return reactor;
+  v1::ServerInfo info;
+  FillServerInfo(info);
+  FinishWith(info, *response, reactor);
+  return reactor;
+}
+
+void TopKService::FillServerInfo(v1::ServerInfo& info) const {
+  info.set_version(config_.version);
+  info.set_backend(engine_->backend_name());
+  info.set_backend_reason(engine_->backend_reason());
   for (const EngineDevice& device : engine_->devices()) {
-    v1::DeviceInfo* info = response->add_devices();
-    info->set_ordinal(device.description.ordinal);
-    info->set_name(device.description.name);
-    info->set_uuid(device.description.uuid);
-    info->set_memory_bytes(device.description.memory_bytes);
-    info->set_workers(device.workers);
-    info->set_usable(device.usable);
+    v1::DeviceInfo* out = info.add_devices();
+    out->set_ordinal(device.description.ordinal);
+    out->set_name(device.description.name);
+    out->set_uuid(device.description.uuid);
+    out->set_memory_bytes(device.description.memory_bytes);
+    out->set_workers(device.workers);
+    out->set_usable(device.usable);
   }
   const RequestLimits& limits = engine_->limits();
-  v1::Limits* out = response->mutable_limits();
+  v1::Limits* out = info.mutable_limits();
   out->set_max_k(limits.max_k);
   out->set_max_rows(limits.max_rows);
   out->set_max_width(limits.max_width);
@@ -53,40 +91,43 @@ grpc::ServerUnaryReactor* TopKService::GetServerInfo(grpc::CallbackServerContext
   out->set_queue_depth(engine_->options().queue_depth);
   out->set_max_recv_message_bytes(config_.max_recv_message_bytes);
   out->set_max_send_message_bytes(config_.max_send_message_bytes);
-  response->set_echo_enabled(config_.enable_echo);
-  response->set_regions_enabled(config_.regions.enabled);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  info.set_echo_enabled(config_.enable_echo);
+  info.set_regions_enabled(config_.regions.enabled);
 }
 
 grpc::ServerUnaryReactor* TopKService::GetStats(grpc::CallbackServerContext* context,
-                                                const v1::GetStatsRequest* request,
-                                                v1::Stats* response) {
-  metrics_->FillStats(*response);
-  if (request->include_prometheus_text()) response->set_prometheus_text(metrics_->PrometheusText());
+                                                const grpc::ByteBuffer* request,
+                                                grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  v1::GetStatsRequest parsed;
+  if (!ParseOrFinish(*request, parsed, reactor)) return reactor;
+  v1::Stats stats;
+  metrics_->FillStats(stats);
+  if (parsed.include_prometheus_text()) stats.set_prometheus_text(metrics_->PrometheusText());
+  FinishWith(stats, *response, reactor);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* TopKService::Echo(grpc::CallbackServerContext* context,
-                                            const v1::EchoMessage* request,
-                                            v1::EchoMessage* response) {
+                                            const grpc::ByteBuffer* request,
+                                            grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (!config_.enable_echo) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
                                  "Echo is disabled; start the server with --enable_echo"));
     return reactor;
   }
-  const std::string& payload = request->payload();
-  const int64_t keep = request->response_bytes();
+  v1::EchoMessage parsed;
+  if (!ParseOrFinish(*request, parsed, reactor)) return reactor;
+  v1::EchoMessage answer;
+  const std::string& payload = parsed.payload();
+  const int64_t keep = parsed.response_bytes();
   if (keep > 0 && keep < static_cast<int64_t>(payload.size())) {
-    response->set_payload(payload.data(), keep);
+    answer.set_payload(payload.data(), keep);
   } else {
-    response->set_payload(payload);
+    answer.set_payload(payload);
   }
-  reactor->Finish(grpc::Status::OK);
+  FinishWith(answer, *response, reactor);
   return reactor;
 }
 

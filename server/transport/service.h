@@ -8,6 +8,7 @@
 #include <string>
 
 #include "server/engine/engine.h"
+#include "server/transport/call_tracker.h"
 #include "server/transport/metrics.h"
 #include "server/transport/region_service.h"
 #include "server/transport/select_reactors.h"
@@ -24,28 +25,38 @@ struct ServiceConfig {
   // flips its health to NOT_SERVING.
   std::function<void()> on_device_lost;
   RegionOptions regions;
+  CallLimits call_limits;
 };
 
-// Select is served raw (ByteBuffer in and out) so its score bytes are copied
-// once, by the worker, instead of first by protobuf's decoder.
-class TopKService final : public v1::TopK::WithRawCallbackMethod_Select<v1::TopK::CallbackService> {
+// Every method is served raw (ByteBuffer in and out): Select so its score
+// bytes are copied once, by the worker, instead of first by protobuf's
+// decoder; the others so a request that does not parse gets INVALID_ARGUMENT
+// saying so (gRPC's generated handlers answer a bare UNIMPLEMENTED, or end a
+// stream cleanly at a corrupt chunk).
+using RawTopKService =
+    v1::TopK::WithRawCallbackMethod_Select<v1::TopK::WithRawCallbackMethod_SelectStream<
+        v1::TopK::WithRawCallbackMethod_GetServerInfo<v1::TopK::WithRawCallbackMethod_GetStats<
+            v1::TopK::WithRawCallbackMethod_Echo<v1::TopK::CallbackService>>>>>;
+
+class TopKService final : public RawTopKService {
  public:
   TopKService(Engine* engine, Metrics* metrics, ServiceConfig config);
 
   grpc::ServerUnaryReactor* Select(grpc::CallbackServerContext* context,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
-  grpc::ServerReadReactor<v1::SelectChunk>* SelectStream(grpc::CallbackServerContext* context,
-                                                         v1::SelectResponse* response) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* SelectStream(grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const v1::GetServerInfoRequest* request,
-                                          v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetStats(grpc::CallbackServerContext* context,
-                                     const v1::GetStatsRequest* request,
-                                     v1::Stats* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Echo(grpc::CallbackServerContext* context,
-                                 const v1::EchoMessage* request,
-                                 v1::EchoMessage* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+
   grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
       grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
   grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
@@ -61,16 +72,24 @@ class TopKService final : public v1::TopK::WithRawCallbackMethod_Select<v1::TopK
   // Ends the region sessions (before the server drains).
   void EndSessions() { regions_.EndSessions(); }
 
+  // Lame duck: new Select calls get UNAVAILABLE, idle streams are ended; true
+  // once every Select call in flight finished before `deadline` (or Hurry()).
+  bool Drain(absl::Time deadline);
+  void Hurry() { calls_.Hurry(); }
+  const CallTracker& calls() const { return calls_; }
+
   TopKService(const TopKService&) = delete;
   TopKService& operator=(const TopKService&) = delete;
 
  private:
   void ReportNoUsableDevice();
+  void FillServerInfo(v1::ServerInfo& info) const;
 
   Engine* engine_;
   Metrics* metrics_;
   ServiceConfig config_;
   RegionService regions_;
+  CallTracker calls_;
   SelectContext select_;
   std::atomic<bool> device_lost_reported_{false};
 };

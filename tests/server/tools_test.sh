@@ -7,7 +7,7 @@ set -euo pipefail
 server=$1 cli=$2 loadgen=$3
 work=$(mktemp -d)
 "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu --max_rows=64 --max_width=65536 \
-  --max_k=512 >"$work/server.log" 2>&1 &
+  --max_k=512 --log_level=debug >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
 port=""
@@ -36,4 +36,20 @@ grep -q "INVALID_ARGUMENT" "$work/err.txt"
 [ "$(wc -l <"$work/c.csv")" = 3 ] && [ "$(wc -l <"$work/r.csv")" = 2 ]
 grep -q '"mode": "concurrency"' "$work/c.json"
 "$cli" stats $t | grep "requests:" >/dev/null
+"$cli" stats $t | grep -E "^total +[0-9]+" >/dev/null
+"$cli" stats $t --json | python3 -c 'import json, sys; s = json.load(sys.stdin); assert s["requests"] > 0 and s["latency"]["total"]["p99_us"] > 0, s'
+# Help per command, and the valid choices in errors.
+"$cli" help select | grep -q -- "--distribution"
+"$cli" replay --help | grep -q -- "--repeat"
+! "$cli" help select | grep -q -- "--prometheus"
+! "$cli" bogus $t 2>"$work/err.txt"
+grep -q "select, replay, info, stats, health" "$work/err.txt"
+! "$cli" select $t --distribution=nope 2>"$work/err.txt"
+grep -q "bf16_ties" "$work/err.txt"
 "$cli" stats $t --prometheus | grep '^topk_requests_total' >/dev/null
+# The server's log: the startup summary, one line per request at debug, and
+# failures with their cause.
+grep -q "limits: max_k 512, max_rows 64" "$work/server.log"
+grep -q "memory at start:" "$work/server.log"
+grep -Eq "select ok: 8 rows, k = 100, [0-9]+ us" "$work/server.log"
+grep -q "failed: INVALID_ARGUMENT: k = 513 is out of range" "$work/server.log"

@@ -1,0 +1,144 @@
+// Shutdown as a lame duck: health NOT_SERVING at once, new calls refused
+// with UNAVAILABLE (and a hint to retry), calls in flight (uploads included)
+// answered exactly; an idle stream or an open Health.Watch does not hold the
+// exit for the whole deadline, and Hurry() (a second SIGTERM) ends the wait.
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "raw_calls.h"
+#include "test_server.h"
+
+namespace topk::server::test {
+namespace {
+
+using testing::Distribution;
+
+// grpc.health.v1.Health/Watch on the overall status; returns once the server
+// ends it.
+void WatchHealth(const std::shared_ptr<grpc::Channel>& channel, std::atomic<bool>* started) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  grpc::CompletionQueue queue;
+  void* tag = nullptr;
+  bool ok = false;
+  auto call = stub.PrepareCall(&context, "/grpc.health.v1.Health/Watch", &queue);
+  call->StartCall(reinterpret_cast<void*>(1));
+  queue.Next(&tag, &ok);
+  call->Write(ToByteBuffer(""), reinterpret_cast<void*>(2));  // service "" (overall)
+  queue.Next(&tag, &ok);
+  call->WritesDone(reinterpret_cast<void*>(3));
+  queue.Next(&tag, &ok);
+  grpc::ByteBuffer update;
+  call->Read(&update, reinterpret_cast<void*>(4));
+  queue.Next(&tag, &ok);
+  started->store(true);
+  while (ok) {
+    call->Read(&update, reinterpret_cast<void*>(4));
+    queue.Next(&tag, &ok);
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  queue.Next(&tag, &ok);
+}
+
+void WaitFor(const std::atomic<bool>& flag) {
+  for (int i = 0; i < 500 && !flag.load(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(flag.load());
+}
+
+TEST(LameDuck, UploadsInFlightAtShutdownAreAnsweredExactly) {
+  TestServer t = StartServer();
+  // 8 calls of 4 MiB each, still arriving when the drain starts.
+  const tools::PackedRows rows =
+      Rows(Distribution::kIndexer, 16, 1 << 16, testing::LengthPattern::kFull, 9, 32);
+  auto request =
+      std::make_shared<const v1::SelectRequest>(client::Client::MakeRequest(32, rows.view(), {}));
+  constexpr int kCalls = 8;
+  absl::Mutex mu;
+  int done = 0, exact = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    t.client->SelectAsync(request, {}, [&](absl::StatusOr<client::SelectResult> result) {
+      const bool ok = result.ok() && tools::Verify(rows, 32, {}, *result).ok();
+      EXPECT_TRUE(ok) << result.status();
+      absl::MutexLock lock(&mu);
+      ++done;
+      exact += ok ? 1 : 0;
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(5));
+  t.server->Shutdown(absl::Seconds(20));
+  absl::MutexLock lock(&mu);
+  mu.AwaitWithTimeout(absl::Condition(
+                          +[](int* d) { return *d == kCalls; }, &done),
+                      absl::Seconds(60));
+  EXPECT_EQ(done, kCalls);
+  EXPECT_EQ(exact, kCalls);
+}
+
+TEST(LameDuck, NewCallsDuringTheDrainAreUnavailableAndHealthIsNotServing) {
+  TestServer t = StartServer();
+  auto watcher = t.NewClient();
+  // An upload in progress keeps the drain open (a chunk every 100 ms).
+  std::atomic<bool> started{false};
+  grpc::Status uploading;
+  std::thread stream([&] {
+    uploading = OpenStream(t.client->channel(), 4, 15, absl::Milliseconds(100), &started);
+  });
+  WaitFor(started);
+  std::thread drain([&] { t.server->Shutdown(absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(20));
+  const tools::PackedRows rows = Rows(Distribution::kIndexer, 2, 100);
+  auto late = t.NewClient();
+  const absl::Status refused = late->Select(4, rows.view()).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "retry")) << refused;
+  absl::StatusOr<bool> serving = watcher->IsServing();
+  ASSERT_TRUE(serving.ok()) << serving.status();
+  EXPECT_FALSE(*serving);
+  drain.join();
+  stream.join();
+}
+
+TEST(LameDuck, AnIdleStreamAndAHealthWatchDoNotHoldTheExit) {
+  TestServer t = StartServer();
+  std::atomic<bool> stream_started{false}, watch_started{false};
+  grpc::Status idle;
+  std::thread stream(
+      [&] { idle = OpenStream(t.client->channel(), 4, 0, absl::ZeroDuration(), &stream_started); });
+  std::thread watch([&] { WatchHealth(t.client->channel(), &watch_started); });
+  WaitFor(stream_started);
+  WaitFor(watch_started);
+  const absl::Time start = absl::Now();
+  t.server->Shutdown(absl::Seconds(20));
+  const absl::Duration took = absl::Now() - start;
+  // The upload grace (2 s) plus the idle stream's second, not the deadline.
+  EXPECT_LT(took, absl::Seconds(5)) << "the drain waited " << took;
+  stream.join();
+  watch.join();
+  EXPECT_EQ(idle.error_code(), grpc::StatusCode::UNAVAILABLE) << idle.error_message();
+}
+
+TEST(LameDuck, HurryEndsTheWait) {
+  TestServer t = StartServer();
+  std::atomic<bool> started{false};
+  // An upload that keeps sending for 30 s: it never lets the drain finish.
+  std::thread stream(
+      [&] { OpenStream(t.client->channel(), 4, 300, absl::Milliseconds(100), &started); });
+  WaitFor(started);
+  std::thread hurry([&] {
+    absl::SleepFor(absl::Milliseconds(500));
+    t.server->Hurry();
+  });
+  const absl::Time start = absl::Now();
+  t.server->Shutdown(absl::Seconds(30));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  hurry.join();
+  stream.join();
+}
+
+}  // namespace
+}  // namespace topk::server::test
