@@ -186,7 +186,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
   if (options.calls.stream_idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--stream_idle_timeout must be positive");
   }
-  if (absl::Status s = CheckListenAddress(options.listen, "--listen"); !s.ok()) return s;
+  for (absl::string_view address : absl::StrSplit(options.listen, ',', absl::SkipEmpty())) {
+    if (absl::Status s = CheckListenAddress(std::string(address), "--listen"); !s.ok()) return s;
+  }
   if (!options.metrics_listen.empty()) {
     if (absl::Status s = CheckListenAddress(options.metrics_listen, "--metrics_listen"); !s.ok()) {
       return s;
