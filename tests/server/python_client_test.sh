@@ -4,9 +4,10 @@
 # client/python/generate.sh), then the example, the README's snippet and
 # client/python/tests/client_test.py (padded rows, asyncio, round_robin over
 # two servers, message limits, health). Skips (77) without python3 grpcio +
-# numpy. Usage: python_client_test.sh TOPK_SERVER PYTHON_PACKAGE_ROOT EXAMPLE
+# numpy. Also the README snippet with the package the CMake build assembles
+# (PYTHON_PACKAGE_ROOT). Usage: python_client_test.sh TOPK_SERVER PYTHON_PACKAGE_ROOT EXAMPLE
 set -euo pipefail
-server=$1 example=$3
+server=$1 build_package=$2 example=$3
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
 [ -x "$py" ] || py=$(command -v python3)
@@ -60,4 +61,11 @@ snippet=$(sed -n '/^PYTHONPATH=build\/python python3 -c "$/,/^print(.*)"$/p' "$s
   sed '1d; $s/"$//')
 [ -n "$snippet" ] || { echo "README snippet not found"; exit 1; }
 PYTHONPATH=$site "$py" -c "${snippet//50051/${ports[0]}}" | grep -Eq '^\[\[ *[0-9]'
+# The same with the package the CMake build assembles (the README's path).
+PYTHONPATH=$build_package "$py" -c "${snippet//50051/${ports[0]}}" | grep -Eq '^\[\[ *[0-9]'
+if [ -d "$build_package/topk_client/_health_proto" ]; then
+  PYTHONPATH=$build_package "$py" -c "
+from topk_client import TopKClient
+assert TopKClient('127.0.0.1:${ports[0]}').is_serving()"
+fi
 PYTHONPATH=$site "$py" "$source_dir/client/python/tests/client_test.py" "${ports[0]}" "${ports[1]}"
