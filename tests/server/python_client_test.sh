@@ -42,7 +42,8 @@ done
 mkdir -p "$work/src/client"
 cp -r "$source_dir/proto" "$work/src/proto"
 cp -r "$source_dir/client/python" "$work/src/client/python"
-rm -rf "$work/src/client/python/topk_client/_proto" "$work/src/client/python/topk_client/_health_proto"
+rm -rf "$work/src/client/python/topk_client/_proto" \
+  "$work/src/client/python/topk_client/_health_proto"
 "$work/src/client/python/generate.sh" >/dev/null
 site=$work/src/client/python
 if "$py" -m pip --version >/dev/null 2>&1 &&
@@ -57,7 +58,8 @@ fi
 cd "$work"
 PYTHONPATH=$site "$py" "$example" --target "127.0.0.1:${ports[0]}" --rows 6 --width 20000 --k 128
 # The README's Serving snippet, word for word but for the port and the path.
-snippet=$(sed -n '/^PYTHONPATH=build\/python python3 -c "$/,/^print(.*)"$/p' "$source_dir/README.md" |
+snippet=$(sed -n '/^PYTHONPATH=build\/python python3 -c "$/,/^print(.*)"$/p' \
+  "$source_dir/README.md" |
   sed '1d; $s/"$//')
 [ -n "$snippet" ] || { echo "README snippet not found"; exit 1; }
 PYTHONPATH=$site "$py" -c "${snippet//50051/${ports[0]}}" | grep -Eq '^\[\[ *[0-9]'

@@ -126,7 +126,8 @@ PY
 loadgen_pid=$!
 for _ in $(seq 100); do [ -e "$work/steps.json" ] && break; sleep 0.05; done
 kill -0 $loadgen_pid
-python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))["steps"]) == 1' "$work/steps.json"
+python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))["steps"]) == 1' \
+  "$work/steps.json"
 [ "$(wc -l <"$work/steps.csv")" = 2 ]
 wait $loadgen_pid
 [ "$(wc -l <"$work/steps.csv")" = 4 ]
