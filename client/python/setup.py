@@ -1,5 +1,6 @@
-"""Builds the topk.v1 stubs into topk_client/_proto before packaging, from
-the repository's proto/ (the package metadata is in pyproject.toml)."""
+"""Builds the stubs before packaging, from the repository's proto/: topk.v1
+into topk_client/_proto, grpc.health.v1 into topk_client/_health_proto (the
+package metadata is in pyproject.toml)."""
 import os
 import subprocess
 import sys
@@ -10,16 +11,24 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_ROOT = os.path.join(HERE, "..", "..", "proto")
 OUT = os.path.join(HERE, "topk_client", "_proto")
+HEALTH_OUT = os.path.join(HERE, "topk_client", "_health_proto")
+
+
+def protoc(*args):
+    subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc",
+                           f"--proto_path={PROTO_ROOT}", *args])
 
 
 class BuildWithStubs(build_py):
     def run(self):
         if not os.path.exists(os.path.join(OUT, "topk", "v1", "topk_pb2.py")):
             os.makedirs(OUT, exist_ok=True)
-            subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc",
-                                   f"--proto_path={PROTO_ROOT}", f"--python_out={OUT}",
-                                   f"--grpc_python_out={OUT}",
-                                   os.path.join(PROTO_ROOT, "topk", "v1", "topk.proto")])
+            protoc(f"--python_out={OUT}", f"--grpc_python_out={OUT}",
+                   os.path.join(PROTO_ROOT, "topk", "v1", "topk.proto"))
+        if not os.path.exists(os.path.join(HEALTH_OUT, "grpc", "health", "v1", "health_pb2.py")):
+            os.makedirs(HEALTH_OUT, exist_ok=True)
+            protoc(f"--python_out={HEALTH_OUT}",
+                   os.path.join(PROTO_ROOT, "grpc", "health", "v1", "health.proto"))
         super().run()
 
 

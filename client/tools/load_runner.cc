@@ -1,10 +1,16 @@
 #include "load_runner.h"
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <map>
+#include <random>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 
@@ -24,8 +30,12 @@ class Collector {
   }
 
   void Record(const absl::StatusOr<SelectResult>& result, size_t variant) {
-    const bool measured = Clock::now() >= measure_from_;
     completed_.fetch_add(1, std::memory_order_relaxed);
+    if (Clock::now() < measure_from_) {
+      absl::MutexLock lock(&mu_);
+      ++warmup_calls_;
+      return;
+    }
     bool verified = false, exact = true;
     // By reference, the caller read back exactly the answers to verify.
     const bool verify = workload_.references != nullptr
@@ -46,6 +56,7 @@ class Collector {
     absl::MutexLock lock(&mu_);
     if (!result.ok()) {
       ++errors_;
+      ++errors_by_code_[absl::StatusCodeToString(result.status().code())];
       if (first_error_.empty()) first_error_ = result.status().ToString();
       return;
     }
@@ -53,7 +64,6 @@ class Collector {
       ++verified_;
       inexact_ += !exact;
     }
-    if (!measured) return;
     latencies_.push_back(result->client_us);
     ++requests_;
     rows_ += result->num_rows;
@@ -64,8 +74,10 @@ class Collector {
   }
 
   void Drop() {
+    if (Clock::now() < measure_from_) return;
     absl::MutexLock lock(&mu_);
     ++errors_;
+    ++errors_by_code_["DROPPED"];
     if (first_error_.empty()) first_error_ = "dropped: --max_outstanding requests in flight";
   }
 
@@ -78,6 +90,8 @@ class Collector {
                     .seconds = seconds,
                     .requests = requests_,
                     .errors = errors_,
+                    .errors_by_code = errors_by_code_,
+                    .warmup_calls = warmup_calls_,
                     .verified = verified_,
                     .inexact = inexact_,
                     .rows = rows_,
@@ -99,27 +113,37 @@ class Collector {
   std::atomic<int64_t> verify_counter_{0};
   absl::Mutex mu_;
   std::vector<int64_t> latencies_;
+  std::map<std::string, int64_t> errors_by_code_;
+  int64_t warmup_calls_ = 0;
   int64_t requests_ = 0, errors_ = 0, verified_ = 0, inexact_ = 0, rows_ = 0, score_bytes_ = 0;
   int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0;
   std::string first_error_;
 };
 
-// "\r[concurrency 4] 3.2 s  812 done  254 req/s" on stderr while a step runs.
+// "[concurrency 4] 3.2 s  812 done  254 req/s" on stderr while a step runs:
+// rewritten in place every half second on a terminal; into a file or pipe a
+// plain line every 5 s, so a CI log holds a few lines instead of one line of
+// carriage returns.
 class Progress {
  public:
   Progress(bool enabled, std::string label, const Collector& collector)
       : label_(std::move(label)), collector_(collector) {
     if (!enabled) return;
-    thread_ = std::thread([this] {
+    const bool terminal = isatty(fileno(stderr)) != 0;
+    thread_ = std::thread([this, terminal] {
       const auto start = Clock::now();
+      const auto period = terminal ? std::chrono::milliseconds(500) : std::chrono::seconds(5);
+      auto next = start + period;
       while (!stop_.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (Clock::now() < next) continue;
+        next += period;
         const double s = std::chrono::duration<double>(Clock::now() - start).count();
         const int64_t n = collector_.completed();
-        std::fprintf(stderr, "\r[%s] %5.1f s  %8lld done  %8.1f req/s   ", label_.c_str(), s,
-                     static_cast<long long>(n), n / s);
+        std::fprintf(stderr, "%s[%s] %5.1f s  %8lld done  %8.1f req/s%s", terminal ? "\r" : "",
+                     label_.c_str(), s, static_cast<long long>(n), n / s, terminal ? "   " : "\n");
       }
-      std::fprintf(stderr, "\r%*s\r", 70, "");
+      if (terminal) std::fprintf(stderr, "\r%*s\r", 70, "");
     });
   }
   ~Progress() {
@@ -164,7 +188,29 @@ Window MeasureWindow(const StepTiming& timing) {
   return {measure_from, measure_from + seconds(timing.duration_s)};
 }
 
+// Coefficient of variation of the gaps between consecutive times.
+double GapVariation(const std::vector<Clock::time_point>& times) {
+  if (times.size() < 3) return 0;
+  double sum = 0, sum_squares = 0;
+  for (size_t i = 1; i < times.size(); ++i) {
+    const double gap = std::chrono::duration<double>(times[i] - times[i - 1]).count();
+    sum += gap;
+    sum_squares += gap * gap;
+  }
+  const double n = static_cast<double>(times.size() - 1);
+  const double mean = sum / n;
+  const double variance = std::max(0.0, sum_squares / n - mean * mean);
+  return mean > 0 ? std::sqrt(variance) / mean : 0;
+}
+
 }  // namespace
+
+absl::StatusOr<Arrivals> ParseArrivals(const std::string& name) {
+  if (name == "constant") return Arrivals::kConstant;
+  if (name == "poisson") return Arrivals::kPoisson;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--arrivals: '", name, "' is not one of constant, poisson"));
+}
 
 StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
                           std::vector<std::unique_ptr<Client>>& clients, int concurrency) {
@@ -177,7 +223,7 @@ StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
       int64_t call = 0;
       for (size_t i = c; Clock::now() < stop_at; ++i, ++call) {
         const size_t variant = i % w.rows.size();
-        collector.Record(CallOnce(*clients[c], w, variant, c, call), variant);
+        collector.Record(CallOnce(*clients[c % clients.size()], w, variant, c, call), variant);
       }
     });
   }
@@ -187,18 +233,25 @@ StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
 }
 
 StepResult RunRate(const Workload& w, const StepTiming& timing,
-                   std::vector<std::unique_ptr<Client>>& clients, double rate,
-                   int max_outstanding) {
+                   std::vector<std::unique_ptr<Client>>& clients, double rate, Arrivals arrivals,
+                   uint64_t seed, int max_outstanding) {
   const auto start = Clock::now();
   const auto [measure_from, stop_at] = MeasureWindow(timing);
   Collector collector(w, measure_from);
   Progress progress(timing.progress, absl::StrFormat("rate %g/s", rate), collector);
   std::atomic<int> outstanding{0};
-  const auto interval =
-      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(1.0 / rate));
+  std::mt19937_64 random(seed);
+  std::exponential_distribution<double> poisson_gap(rate);
+  const auto next_gap = [&] {
+    const double seconds = arrivals == Arrivals::kPoisson ? poisson_gap(random) : 1.0 / rate;
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  std::vector<Clock::time_point> sent;
+  sent.reserve(static_cast<size_t>(rate * (timing.warmup_s + timing.duration_s) * 1.2) + 16);
   size_t i = 0;
-  for (auto next = start; next < stop_at; next += interval, ++i) {
+  for (auto next = start; next < stop_at; next += next_gap(), ++i) {
     std::this_thread::sleep_until(next);
+    sent.push_back(Clock::now());
     if (outstanding.load() >= max_outstanding) {
       collector.Drop();
       continue;
@@ -223,7 +276,9 @@ StepResult RunRate(const Workload& w, const StepTiming& timing,
   }
   while (outstanding.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   const double measured = std::chrono::duration<double>(stop_at - measure_from).count();
-  return collector.Finish("rate", rate, measured);
+  StepResult step = collector.Finish("rate", rate, measured);
+  step.arrival_cv = GapVariation(sent);
+  return step;
 }
 
 }  // namespace topk::tools

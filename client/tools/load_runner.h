@@ -1,12 +1,15 @@
 // The two load modes of topk-loadgen: closed loop (a fixed number of
-// callers sending back to back) and open loop (requests on a fixed schedule).
-// Each step records client latency, server timings, throughput and verifier
-// spot checks into a StepResult.
+// callers sending back to back) and open loop (requests on a schedule,
+// constant or Poisson). Each step records client latency, server timings,
+// throughput, errors by status code and verifier spot checks into a
+// StepResult; calls that end during the warm-up are counted apart.
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "load_report.h"
 #include "packed_rows.h"
 #include "reference_transport.h"
@@ -33,10 +36,17 @@ struct Workload {
 struct StepTiming {
   double warmup_s = 1;    // unmeasured
   double duration_s = 5;  // measured
-  bool progress = true;   // live line on stderr
+  // Progress on stderr: a line rewritten in place on a terminal, otherwise a
+  // plain line every few seconds (a log file gets no carriage returns).
+  bool progress = true;
 };
 
-// `concurrency` callers, caller c on clients[c] (needs that many clients).
+// How an open loop spaces its sends: evenly, or as a Poisson process of the
+// same mean rate (exponential gaps: the bursts real traffic has).
+enum class Arrivals { kConstant, kPoisson };
+absl::StatusOr<Arrivals> ParseArrivals(const std::string& name);
+
+// `concurrency` callers, caller c on clients[c % clients.size()].
 StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
                           std::vector<std::unique_ptr<client::Client>>& clients, int concurrency);
 
@@ -44,6 +54,6 @@ StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
 // `max_outstanding` in flight a request is dropped (counted as an error).
 StepResult RunRate(const Workload& w, const StepTiming& timing,
                    std::vector<std::unique_ptr<client::Client>>& clients, double rate,
-                   int max_outstanding);
+                   Arrivals arrivals, uint64_t seed, int max_outstanding);
 
 }  // namespace topk::tools

@@ -1,9 +1,13 @@
-// topk-loadgen: a load generator for topk-server modelled on perf_analyzer.
-// Closed loop (--concurrency=1,2,4: that many callers, each with its own
-// channel, sending back to back) or open loop (--request_rate=50,100: requests
-// issued on a fixed schedule). Rows come from the topk_testing generators;
-// every --verify_every-th answer is checked with the exactness verifier.
-// Exit status 1 if any answer was inexact or any call failed.
+// topk-loadgen: a load generator for topk-server modelled on perf_analyzer
+// and ghz. Closed loop (--concurrency=1,2,4: that many callers sending back
+// to back) or open loop (--request_rate=50,100: requests issued on a
+// constant or Poisson schedule), over --connections TCP connections, plain
+// or TLS. Rows come from the topk_testing generators or from .npy files;
+// every --verify_every-th answer of the measured window is checked with the
+// exactness verifier. Exit status 1 if any answer was inexact or any call in
+// a measured window failed.
+#include <unistd.h>
+
 #include <algorithm>
 #include <iostream>
 #include <vector>
@@ -13,9 +17,14 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "load_connections.h"
 #include "load_report.h"
 #include "load_runner.h"
+#include "npy_rows.h"
 #include "packed_rows.h"
 #include "topk/client/client.h"
 
@@ -26,6 +35,14 @@ ABSL_FLAG(int64_t, width, 131072, "largest row length (N)");
 ABSL_FLAG(std::string, distribution, "indexer", "score distribution (topk_testing names)");
 ABSL_FLAG(std::string, lengths, "causal", "full | causal | random | edges");
 ABSL_FLAG(int, variants, 4, "distinct pre-generated requests, sent round robin");
+ABSL_FLAG(std::string, npy, "",
+          "real rows instead of generated ones: .npy files of float32 (M, N) (np.save), "
+          "comma-separated, one request each, sent round robin (--rows, --width, "
+          "--distribution, --lengths and --variants then unused)");
+ABSL_FLAG(std::string, npy_lengths, "",
+          "with --npy: .npy files of M int32/int64 row lengths, one per --npy file, empty for full "
+          "rows (padded rows: "
+          "row r is its first lengths[r] values)");
 ABSL_FLAG(uint64_t, seed, 1, "generator seed");
 ABSL_FLAG(bool, sorted, false, "ask for sorted rows");
 ABSL_FLAG(bool, deterministic, false, "ask for deterministic ties");
@@ -34,13 +51,26 @@ ABSL_FLAG(int64_t, chunk_bytes, static_cast<int64_t>(topk::client::kDefaultChunk
           "SelectStream chunk size");
 ABSL_FLAG(std::string, concurrency, "1,2,4,8", "closed-loop sweep (ignored with --request_rate)");
 ABSL_FLAG(std::string, request_rate, "", "open-loop sweep in requests/s, e.g. 20,40,80");
+ABSL_FLAG(std::string, arrivals, "constant",
+          "open loop: constant (evenly spaced) | poisson (exponential gaps, same mean rate)");
+ABSL_FLAG(int, connections, 0,
+          "TCP connections the calls are spread over (0: one per caller in a closed loop, 4 in "
+          "an open loop)");
+ABSL_FLAG(double, wait_for_serving_s, 30,
+          "seconds to wait for the server to report SERVING before the first step");
+ABSL_FLAG(bool, tls, false, "TLS with the system roots (or --tls_ca)");
+ABSL_FLAG(std::string, tls_ca, "", "PEM file of the roots that sign the server certificate (TLS)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "name checked in the server certificate when it is not the target's host");
 ABSL_FLAG(int, max_outstanding, 256, "open loop: most requests in flight before dropping");
 ABSL_FLAG(double, duration_s, 5, "measured seconds per step");
 ABSL_FLAG(double, warmup_s, 1, "unmeasured seconds before each step");
 ABSL_FLAG(int, verify_every, 10, "verify every n-th answer (1: all, 0: none)");
-ABSL_FLAG(std::string, csv, "", "write the steps as CSV here");
-ABSL_FLAG(std::string, json, "", "write the steps as JSON here");
-ABSL_FLAG(bool, progress, true, "live progress line on stderr");
+ABSL_FLAG(std::string, csv, "", "write the steps as CSV here (rewritten as each step ends)");
+ABSL_FLAG(std::string, json, "",
+          "write the run's metadata and steps as JSON here (rewritten as each step ends)");
+ABSL_FLAG(bool, progress, true,
+          "progress on stderr (a line rewritten in place on a terminal, a line per 5 s otherwise)");
 ABSL_FLAG(std::string, transport, "inline",
           "inline (rows in the request) | shm (rows and answers in a shared-memory region) | ipc "
           "(in a CUDA allocation exported over IPC); shm and ipc need a local server with "
@@ -76,18 +106,65 @@ int Fail(const absl::Status& status) {
   return 2;
 }
 
+// The requests: one per --npy file, or --variants generated batches.
+absl::StatusOr<std::vector<topk::tools::PackedRows>> LoadRows(int32_t k) {
+  std::vector<topk::tools::PackedRows> rows;
+  if (!absl::GetFlag(FLAGS_npy).empty()) {
+    const std::vector<std::string> files =
+        absl::StrSplit(absl::GetFlag(FLAGS_npy), ',', absl::SkipEmpty());
+    // An empty entry ("a_len.npy,,c_len.npy") leaves that file's rows full width.
+    std::vector<std::string> lengths;
+    if (!absl::GetFlag(FLAGS_npy_lengths).empty()) {
+      lengths = absl::StrSplit(absl::GetFlag(FLAGS_npy_lengths), ',');
+    }
+    if (!lengths.empty() && lengths.size() != files.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("--npy_lengths: ", lengths.size(),
+                                                     " files for ", files.size(), " --npy files"));
+    }
+    lengths.resize(files.size());
+    for (size_t f = 0; f < files.size(); ++f) {
+      absl::StatusOr<topk::tools::PackedRows> loaded =
+          topk::tools::LoadNpyRows(files[f], lengths[f]);
+      if (!loaded.ok()) return loaded.status();
+      rows.push_back(*std::move(loaded));
+    }
+    return rows;
+  }
+  absl::StatusOr<topk::testing::Distribution> distribution =
+      topk::tools::ParseDistribution(absl::GetFlag(FLAGS_distribution));
+  if (!distribution.ok()) return distribution.status();
+  absl::StatusOr<topk::testing::LengthPattern> pattern =
+      topk::tools::ParseLengthPattern(absl::GetFlag(FLAGS_lengths));
+  if (!pattern.ok()) return pattern.status();
+  for (int v = 0; v < std::max(1, absl::GetFlag(FLAGS_variants)); ++v) {
+    rows.push_back(topk::tools::Generate({.distribution = *distribution,
+                                          .lengths = *pattern,
+                                          .rows = absl::GetFlag(FLAGS_rows),
+                                          .width = absl::GetFlag(FLAGS_width),
+                                          .k = k,
+                                          .seed = absl::GetFlag(FLAGS_seed) + v}));
+  }
+  return rows;
+}
+
+std::string HostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : std::string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "topk-loadgen --target=H:P [--concurrency=1,2,4 | --request_rate=..]");
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<topk::testing::Distribution> distribution =
-      topk::tools::ParseDistribution(absl::GetFlag(FLAGS_distribution));
-  if (!distribution.ok()) return Fail(distribution.status());
-  absl::StatusOr<topk::testing::LengthPattern> lengths =
-      topk::tools::ParseLengthPattern(absl::GetFlag(FLAGS_lengths));
-  if (!lengths.ok()) return Fail(lengths.status());
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", positional[1], "' (every option is a --flag)")));
+  }
+  const std::string command_line = absl::StrJoin(argv, argv + argc, " ");
+  const std::string started_utc =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone());
 
   topk::tools::Workload w;
   w.k = absl::GetFlag(FLAGS_k);
@@ -96,20 +173,24 @@ int main(int argc, char** argv) {
   w.stream = absl::GetFlag(FLAGS_stream);
   w.chunk_bytes = absl::GetFlag(FLAGS_chunk_bytes);
   w.verify_every = absl::GetFlag(FLAGS_verify_every);
-  for (int v = 0; v < std::max(1, absl::GetFlag(FLAGS_variants)); ++v) {
-    w.rows.push_back(topk::tools::Generate({.distribution = *distribution,
-                                            .lengths = *lengths,
-                                            .rows = absl::GetFlag(FLAGS_rows),
-                                            .width = absl::GetFlag(FLAGS_width),
-                                            .k = w.k,
-                                            .seed = absl::GetFlag(FLAGS_seed) + v}));
+  absl::StatusOr<std::vector<topk::tools::PackedRows>> rows = LoadRows(w.k);
+  if (!rows.ok()) return Fail(rows.status());
+  if (rows->empty()) return Fail(absl::InvalidArgumentError("--npy: no files"));
+  w.rows = *std::move(rows);
+  for (const topk::tools::PackedRows& r : w.rows) {
     w.requests.push_back(std::make_shared<const topk::v1::SelectRequest>(
-        Client::MakeRequest(w.k, w.rows.back().view(), w.options)));
+        Client::MakeRequest(w.k, r.view(), w.options)));
   }
-  absl::PrintF("target %s: %d variants of %d rows x up to %d (%s, %s), k=%d, %.2f MB/request\n",
-               absl::GetFlag(FLAGS_target), w.rows.size(), absl::GetFlag(FLAGS_rows),
-               absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_distribution),
-               absl::GetFlag(FLAGS_lengths), w.k, w.rows.front().bytes() / 1e6);
+  const std::string source =
+      absl::GetFlag(FLAGS_npy).empty()
+          ? absl::StrFormat("%d variants of %d rows x up to %d (%s, %s)", w.rows.size(),
+                            absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_width),
+                            absl::GetFlag(FLAGS_distribution), absl::GetFlag(FLAGS_lengths))
+          : absl::StrFormat("%d .npy requests (%s), the first %d rows x up to %d", w.rows.size(),
+                            absl::GetFlag(FLAGS_npy), w.rows.front().lengths.size(),
+                            w.rows.front().width);
+  absl::PrintF("target %s: %s, k=%d, %.2f MB/request\n", absl::GetFlag(FLAGS_target), source, w.k,
+               w.rows.front().bytes() / 1e6);
 
   const bool open_loop = !absl::GetFlag(FLAGS_request_rate).empty();
   absl::StatusOr<std::vector<double>> rates =
@@ -118,15 +199,27 @@ int main(int argc, char** argv) {
       ParseList<int>(absl::GetFlag(FLAGS_concurrency), "--concurrency");
   if (!rates.ok()) return Fail(rates.status());
   if (!levels.ok()) return Fail(levels.status());
-  const int channels = open_loop ? 4 : *std::max_element(levels->begin(), levels->end());
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int c = 0; c < channels; ++c) {
-    absl::StatusOr<std::unique_ptr<Client>> client =
-        Client::Connect({.target = absl::GetFlag(FLAGS_target)});
-    if (!client.ok()) return Fail(client.status());
-    clients.push_back(*std::move(client));
-  }
-  if (absl::Status s = clients.front()->WaitForServing(absl::Seconds(30)); !s.ok()) return Fail(s);
+  absl::StatusOr<topk::tools::Arrivals> arrivals =
+      topk::tools::ParseArrivals(absl::GetFlag(FLAGS_arrivals));
+  if (!arrivals.ok()) return Fail(arrivals.status());
+  const int callers = open_loop ? 0 : *std::max_element(levels->begin(), levels->end());
+  const int connections = absl::GetFlag(FLAGS_connections) > 0 ? absl::GetFlag(FLAGS_connections)
+                          : open_loop                          ? 4
+                                                               : callers;
+  absl::StatusOr<std::vector<std::unique_ptr<Client>>> opened =
+      topk::tools::OpenConnections({.target = absl::GetFlag(FLAGS_target),
+                                    .count = connections,
+                                    .tls = absl::GetFlag(FLAGS_tls),
+                                    .tls_ca_path = absl::GetFlag(FLAGS_tls_ca),
+                                    .tls_server_name = absl::GetFlag(FLAGS_tls_server_name)});
+  if (!opened.ok()) return Fail(opened.status());
+  std::vector<std::unique_ptr<Client>> clients = *std::move(opened);
+  if (absl::Status s =
+          clients.front()->WaitForServing(absl::Seconds(absl::GetFlag(FLAGS_wait_for_serving_s)));
+      !s.ok())
+    return Fail(s);
+  absl::StatusOr<topk::v1::ServerInfo> server = clients.front()->GetServerInfo();
+  if (!server.ok()) return Fail(server.status());
 
   absl::StatusOr<topk::tools::Transport> transport =
       topk::tools::ParseTransport(absl::GetFlag(FLAGS_transport));
@@ -139,7 +232,7 @@ int main(int argc, char** argv) {
     }
     absl::StatusOr<std::unique_ptr<topk::tools::ReferenceRegions>> created =
         topk::tools::ReferenceRegions::Create(*transport, *clients.front(), w.rows, w.k, w.options,
-                                              channels, absl::GetFlag(FLAGS_ipc_device));
+                                              callers, absl::GetFlag(FLAGS_ipc_device));
     if (!created.ok()) return Fail(created.status());
     references = *std::move(created);
     w.references = references.get();
@@ -148,16 +241,49 @@ int main(int argc, char** argv) {
   const topk::tools::StepTiming timing{.warmup_s = absl::GetFlag(FLAGS_warmup_s),
                                        .duration_s = absl::GetFlag(FLAGS_duration_s),
                                        .progress = absl::GetFlag(FLAGS_progress)};
+  const topk::tools::RunMetadata metadata{{
+      {"tool", "topk-loadgen"},
+      {"started_utc", started_utc},
+      {"host", HostName()},
+      {"command_line", command_line},
+      {"target", absl::GetFlag(FLAGS_target)},
+      {"tls", absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() ? "true" : "false"},
+      {"connections", absl::StrCat(connections)},
+      {"transport", absl::GetFlag(FLAGS_transport)},
+      {"call", w.stream ? "SelectStream" : "Select"},
+      {"arrivals", open_loop ? absl::GetFlag(FLAGS_arrivals) : "closed loop"},
+      {"rows_source", source},
+      {"k", absl::StrCat(w.k)},
+      {"sorted", w.options.sorted ? "true" : "false"},
+      {"deterministic", w.options.deterministic ? "true" : "false"},
+      {"warmup_s", absl::StrCat(timing.warmup_s)},
+      {"duration_s", absl::StrCat(timing.duration_s)},
+      {"verify_every", absl::StrCat(w.verify_every)},
+      {"server_version", server->version()},
+      {"server_backend", server->backend()},
+      {"server_devices", absl::StrCat(server->devices_size())},
+  }};
   std::vector<StepResult> steps;
-  if (open_loop) {
-    for (double rate : *rates) {
-      steps.push_back(
-          topk::tools::RunRate(w, timing, clients, rate, absl::GetFlag(FLAGS_max_outstanding)));
+  // Each step is written as soon as it ends: a sweep stopped half way keeps
+  // what it measured.
+  const auto write_files = [&]() -> absl::Status {
+    if (!absl::GetFlag(FLAGS_csv).empty()) {
+      if (absl::Status s = topk::tools::WriteCsv(steps, absl::GetFlag(FLAGS_csv)); !s.ok()) {
+        return s;
+      }
     }
-  } else {
-    for (int level : *levels) {
-      steps.push_back(topk::tools::RunConcurrency(w, timing, clients, level));
+    if (!absl::GetFlag(FLAGS_json).empty()) {
+      return topk::tools::WriteJson(metadata, steps, absl::GetFlag(FLAGS_json));
     }
+    return absl::OkStatus();
+  };
+  const size_t step_count = open_loop ? rates->size() : levels->size();
+  for (size_t i = 0; i < step_count; ++i) {
+    steps.push_back(open_loop ? topk::tools::RunRate(w, timing, clients, (*rates)[i], *arrivals,
+                                                     absl::GetFlag(FLAGS_seed) + i,
+                                                     absl::GetFlag(FLAGS_max_outstanding))
+                              : topk::tools::RunConcurrency(w, timing, clients, (*levels)[i]));
+    if (absl::Status s = write_files(); !s.ok()) return Fail(s);
   }
   topk::tools::PrintTable(steps);
   bool clean = true;
@@ -166,16 +292,6 @@ int main(int argc, char** argv) {
       clean = false;
       std::cerr << "step " << s.mode << "=" << s.setting << ": " << s.errors << " errors, "
                 << s.inexact << " inexact; first: " << s.first_error << "\n";
-    }
-  }
-  if (!absl::GetFlag(FLAGS_csv).empty()) {
-    if (absl::Status s = topk::tools::WriteCsv(steps, absl::GetFlag(FLAGS_csv)); !s.ok()) {
-      return Fail(s);
-    }
-  }
-  if (!absl::GetFlag(FLAGS_json).empty()) {
-    if (absl::Status s = topk::tools::WriteJson(steps, absl::GetFlag(FLAGS_json)); !s.ok()) {
-      return Fail(s);
     }
   }
   return clean ? 0 : 1;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # topk-cli and topk-loadgen against a real server process: select (generated
 # rows, saved), replay of the saved file (streamed), info/stats/health, and
-# both load modes with every answer verified; CSV and JSON written.
+# both load modes with every answer verified; the loadgen's report (tail
+# percentiles, errors by code, warm-up apart, metadata, files written per
+# step), Poisson arrivals, --connections, .npy rows and TLS.
 # Usage: tools_test.sh TOPK_SERVER TOPK_CLI TOPK_LOADGEN
 set -euo pipefail
 server=$1 cli=$2 loadgen=$3
@@ -35,6 +37,128 @@ grep -q "INVALID_ARGUMENT" "$work/err.txt"
   --warmup_s=0.2 --verify_every=1 --progress=false
 [ "$(wc -l <"$work/c.csv")" = 3 ] && [ "$(wc -l <"$work/r.csv")" = 2 ]
 grep -q '"mode": "concurrency"' "$work/c.json"
+# The loadgen report: tail percentiles in order, warm-up calls counted apart
+# (every measured answer verified, no warm-up one), the run's metadata.
+python3 - "$work/c.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+meta = run["metadata"]
+assert meta["server_backend"] == "cpu" and meta["connections"] == "3", meta
+assert meta["started_utc"].endswith("Z") and "--concurrency=1,3" in meta["command_line"], meta
+for s in run["steps"]:
+    assert 0 < s["p50_us"] <= s["p95_us"] <= s["p99_us"] <= s["p999_us"] <= s["max_us"], s
+    assert s["warmup_calls"] > 0 and s["verified"] == s["requests"] > 0, s
+    assert s["errors"] == 0 and s["errors_by_code"] == {}, s
+PY
+# Errors by status code: every measured call refused (k above --max_k), none
+# of the warm-up ones counted; exit status 1.
+! "$loadgen" $t --rows=2 --width=2000 --k=513 --concurrency=2 --duration_s=0.5 --warmup_s=0.3 \
+  --progress=false --json="$work/e.json" >/dev/null 2>&1
+python3 - "$work/e.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"][0]
+assert s["errors"] > 0 and s["errors_by_code"] == {"INVALID_ARGUMENT": s["errors"]}, s
+assert s["warmup_calls"] > 0 and s["requests"] == 0, s
+PY
+# Poisson arrivals: gaps vary about as much as their mean (a constant
+# schedule's hardly at all). Progress into a file: lines, no carriage returns.
+for arrivals in constant poisson; do
+  "$loadgen" $t --rows=2 --width=2000 --k=16 --request_rate=300 --arrivals=$arrivals \
+    --duration_s=1.5 --warmup_s=0.2 --json="$work/$arrivals.json" >/dev/null 2>"$work/progress.txt"
+  ! grep -q $'\r' "$work/progress.txt"
+done
+python3 - "$work/constant.json" "$work/poisson.json" <<'PY'
+import json, sys
+constant, poisson = (json.load(open(p))["steps"][0] for p in sys.argv[1:])
+assert constant["arrival_cv"] < 0.3 and 0.6 < poisson["arrival_cv"] < 1.5, (constant, poisson)
+assert poisson["requests"] > 200 and poisson["errors"] == 0, poisson
+PY
+# --connections: that many TCP connections to the server, however many callers.
+"$loadgen" $t --rows=2 --width=2000 --k=16 --concurrency=6 --connections=3 --duration_s=2 \
+  --warmup_s=0.2 --progress=false >/dev/null &
+loadgen_pid=$!
+sleep 1.2
+connections=$(python3 - "$port" <<'PY'
+import sys
+port = "%04X" % int(sys.argv[1])
+# /proc/net/tcp{,6}: remote address ip:port in hex, state 01 = established
+# (a dual-stack server's IPv4 peers are in tcp6).
+print(sum(1 for table in ("/proc/net/tcp", "/proc/net/tcp6")
+          for line in open(table).readlines()[1:]
+          if line.split()[2].endswith(":" + port) and line.split()[3] == "01"))
+PY
+)
+wait $loadgen_pid
+[ "$connections" = 3 ]
+# Real rows from .npy files (np.save, padded with lengths): every answer exact,
+# the score bytes those of the valid prefixes.
+python3 - "$work" <<'PY'
+import random, struct, sys
+def save(path, descr, shape, packed):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    header += " " * (63 - (len(header) + 10) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + packed)
+random.seed(5)
+rows, width = 4, 3000
+scores = [random.gauss(0, 1) for _ in range(rows * width)]
+save(sys.argv[1] + "/rows.npy", "<f4", (rows, width), struct.pack("<%df" % len(scores), *scores))
+save(sys.argv[1] + "/lengths.npy", "<i8", (rows,), struct.pack("<4q", 3000, 17, 0, 2500))
+PY
+"$loadgen" $t --npy="$work/rows.npy,$work/rows.npy" --npy_lengths="$work/lengths.npy," --k=64 \
+  --concurrency=2 --duration_s=0.5 --warmup_s=0.1 --verify_every=1 --progress=false \
+  --json="$work/npy.json" | grep -q "2 .npy requests"
+python3 - "$work/npy.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))["steps"][0]
+assert s["verified"] == s["requests"] > 0 and s["inexact"] == 0 and s["errors"] == 0, s
+assert s["rows"] == 4 * s["requests"], s
+# Each caller alternates the padded file (5517 valid scores) and the full one
+# (12000): n requests hold `full` full ones, with n - 2 full within one per caller.
+n = s["requests"]
+full, rest = divmod(s["score_bytes"] // 4 - 5517 * n, 12000 - 5517)
+assert s["score_bytes"] % 4 == 0 and rest == 0 and abs(n - 2 * full) <= 2, s
+PY
+# CSV and JSON are written as each step ends: the first step is on disk while
+# the sweep still runs.
+"$loadgen" $t --rows=2 --width=2000 --k=16 --concurrency=1,1,1 --duration_s=1.5 --warmup_s=0.1 \
+  --progress=false --json="$work/steps.json" --csv="$work/steps.csv" >/dev/null &
+loadgen_pid=$!
+for _ in $(seq 100); do [ -e "$work/steps.json" ] && break; sleep 0.05; done
+kill -0 $loadgen_pid
+python3 -c 'import json, sys; assert len(json.load(open(sys.argv[1]))["steps"]) == 1' \
+  "$work/steps.json"
+[ "$(wc -l <"$work/steps.csv")" = 2 ]
+wait $loadgen_pid
+[ "$(wc -l <"$work/steps.csv")" = 4 ]
+# TLS: a second server with a self-signed certificate; the loadgen reaches it
+# with --tls_ca, and fails without TLS.
+if openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout "$work/key.pem" \
+  -out "$work/cert.pem" >/dev/null 2>&1; then
+  "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu --max_rows=64 \
+    --max_width=65536 --max_k=512 --tls_cert="$work/cert.pem" --tls_key="$work/key.pem" \
+    >"$work/tls.log" 2>&1 &
+  tls_pid=$!
+  tls_port=""
+  for _ in $(seq 100); do
+    tls_port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/tls.log" | cut -d: -f2 || true)
+    [ -n "$tls_port" ] && break
+    sleep 0.1
+  done
+  [ -n "$tls_port" ] || { cat "$work/tls.log"; exit 1; }
+  "$loadgen" --target=127.0.0.1:$tls_port --tls_ca="$work/cert.pem" --tls_server_name=localhost \
+    --rows=2 --width=2000 --k=16 --concurrency=2 --duration_s=0.5 --warmup_s=0.1 \
+    --verify_every=1 --progress=false --json="$work/tls.json" >/dev/null
+  grep -q '"tls": "true"' "$work/tls.json"
+  ! "$loadgen" --target=127.0.0.1:$tls_port --wait_for_serving_s=1 --rows=2 --width=2000 --k=16 \
+    --concurrency=1 --duration_s=0.5 --warmup_s=0.1 --progress=false >/dev/null 2>"$work/err.txt"
+  grep -q "SERVING" "$work/err.txt"
+  kill -TERM $tls_pid
+  wait $tls_pid
+else
+  echo "no openssl CLI: the TLS step is skipped"
+fi
 "$cli" stats $t | grep "requests:" >/dev/null
 "$cli" stats $t | grep -E "^total +[0-9]+" >/dev/null
 "$cli" stats $t --json | python3 -c 'import json, sys; s = json.load(sys.stdin); assert s["requests"] > 0 and s["latency"]["total"]["p99_us"] > 0, s'

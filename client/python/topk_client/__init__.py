@@ -3,10 +3,15 @@
     from topk_client import TopKClient
     client = TopKClient("127.0.0.1:50051")
     indices = client.select([row0, row1], k=2048).indices   # numpy int32 (M, K)
+    indices = client.select(padded, k=2048, lengths=lengths).indices   # padded (M, N) rows
 
-The generated stubs live in topk_client/_proto (made by the CMake build into
-build/python/topk_client, or by client/python/generate.sh next to these
-sources, or by `pip install client/python`).
+Several replicas: TopKClient("ipv4:10.0.0.1:50051,10.0.0.2:50051",
+load_balancing_policy="round_robin"). asyncio: AsyncTopKClient (topk_client.aio),
+the same calls awaited.
+
+The generated stubs live in topk_client/_proto and topk_client/_health_proto
+(made by `pip install client/python`, by client/python/generate.sh next to
+these sources, or by the CMake build into build/python/topk_client).
 
 Zero-copy (rows and answers by reference, the server on the same host):
 
@@ -15,8 +20,9 @@ Zero-copy (rows and answers by reference, the server on the same host):
         indices = topk.select(scores, lengths, k=2048)   # scores: (M, N) float32 CUDA tensor
 """
 
-from topk_client.client import SelectResult, TopKClient, pack_rows  # noqa: F401
+from topk_client.aio import AsyncTopKClient  # noqa: F401
+from topk_client.client import SelectResult, TopKClient, channel_options, pack_rows  # noqa: F401
 from topk_client.regions import RegionError, RegionSession, ZeroCopyClient  # noqa: F401
 
-__all__ = ["TopKClient", "SelectResult", "pack_rows", "ZeroCopyClient", "RegionSession",
-           "RegionError"]
+__all__ = ["TopKClient", "AsyncTopKClient", "SelectResult", "pack_rows", "channel_options",
+           "ZeroCopyClient", "RegionSession", "RegionError"]

@@ -1,25 +1,19 @@
-"""grpcio client of topk.v1.TopK: numpy rows inline."""
+"""grpcio client of topk.v1.TopK: numpy rows inline, answers as numpy arrays."""
 
-import os
-import sys
 import time
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
 import grpc
 import numpy as np
 
-# The generated modules import each other as `topk.v1.*`, so their root goes
-# on sys.path (only our _proto directory; it holds no `grpc` package).
-_PROTO_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_proto")
-if _PROTO_ROOT not in sys.path:
-    sys.path.insert(0, _PROTO_ROOT)
-try:
-    from topk.v1 import topk_pb2, topk_pb2_grpc  # noqa: E402
-except ImportError as e:  # pragma: no cover - depends on the build
-    raise ImportError(
-        "topk_client: generated stubs missing; build with CMake (build/python/topk_client) "
-        "or run client/python/generate.sh") from e
+from topk_client._stubs import health_pb2, topk_pb2, topk_pb2_grpc  # noqa: F401
+
+# Rows: a list of 1-D arrays (ragged), or a 2-D (M, N) array, padded when
+# `lengths` is given (row r is its first lengths[r] values).
+Rows = Union[Sequence[np.ndarray], np.ndarray]
+
+_SERVING = 1  # grpc.health.v1.HealthCheckResponse.SERVING
 
 
 @dataclass
@@ -31,43 +25,109 @@ class SelectResult:
     total_us: int
 
 
-def pack_rows(rows: Sequence[np.ndarray]):
-    """Packs ragged rows into (scores bytes, lengths): the wire layout."""
+def pack_rows(rows: Rows, lengths=None) -> Tuple[bytes, List[int]]:
+    """Packs rows into (scores bytes, lengths): the wire layout, valid
+    prefixes back to back."""
+    if lengths is not None:
+        matrix = np.asarray(rows, dtype="<f4")
+        if matrix.ndim != 2:
+            raise ValueError(f"rows with lengths must be 2-D (M, N), got shape {matrix.shape}")
+        lengths = np.asarray(lengths).reshape(-1).astype(np.int64)
+        m, n = matrix.shape
+        if lengths.shape[0] != m:
+            raise ValueError(f"{lengths.shape[0]} lengths for {m} rows")
+        if m and (lengths.min() < 0 or lengths.max() > n):
+            raise ValueError(f"lengths must lie in [0, {n}]")
+        if m and lengths.min() == n:
+            scores = np.ascontiguousarray(matrix).ravel()
+        else:
+            # Row-major boolean indexing keeps each row's prefix, in row order.
+            scores = matrix[np.arange(n)[None, :] < lengths[:, None]]
+        return scores.tobytes(), [int(x) for x in lengths]
+    if isinstance(rows, np.ndarray) and rows.ndim == 2:
+        matrix = np.ascontiguousarray(rows, dtype="<f4")
+        return matrix.tobytes(), [matrix.shape[1]] * matrix.shape[0]
     arrays = [np.ascontiguousarray(r, dtype="<f4").ravel() for r in rows]
-    lengths = [int(a.size) for a in arrays]
     scores = np.concatenate(arrays) if arrays else np.zeros(0, dtype="<f4")
-    return scores.tobytes(), lengths
+    return scores.tobytes(), [int(a.size) for a in arrays]
+
+
+def channel_options(max_send_message_bytes: int = 1 << 30,
+                    max_receive_message_bytes: int = 1 << 30,
+                    load_balancing_policy: Optional[str] = None,
+                    options: Sequence[Tuple[str, object]] = ()) -> List[Tuple[str, object]]:
+    """grpcio channel arguments: message limits, the load-balancing policy
+    ("round_robin" spreads calls over every address a target resolves to, e.g.
+    "ipv4:10.0.0.1:50051,10.0.0.2:50051" or a headless Kubernetes service via
+    "dns:///topk:50051"), then any raw `options`, which win."""
+    result = [("grpc.max_send_message_length", max_send_message_bytes),
+              ("grpc.max_receive_message_length", max_receive_message_bytes)]
+    if load_balancing_policy:
+        result.append(("grpc.lb_policy_name", load_balancing_policy))
+    return result + list(options)
 
 
 def _decode(response) -> SelectResult:
     shape = (response.num_rows, response.k)
-    indices = np.frombuffer(response.indices, dtype="<i4").reshape(shape)
-    values = (np.frombuffer(response.values, dtype="<f4").reshape(shape)
+    # Copies: writable arrays that do not keep the response alive.
+    indices = np.frombuffer(response.indices, dtype="<i4").reshape(shape).copy()
+    values = (np.frombuffer(response.values, dtype="<f4").reshape(shape).copy()
               if response.values else None)
     t = response.timings
     return SelectResult(indices, values, t.queue_us, t.device_us, t.total_us)
 
 
+def _select_request(rows, k, lengths, sorted, deterministic, return_values, request_id):
+    scores, row_lengths = pack_rows(rows, lengths)
+    return topk_pb2.SelectRequest(
+        k=k,
+        options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
+                                       return_values=return_values),
+        inline_rows=topk_pb2.InlineRows(scores=scores, lengths=row_lengths),
+        request_id=request_id)
+
+
+def _stream_chunks(rows, k, lengths, chunk_bytes, sorted, deterministic,
+                   return_values) -> Iterable:
+    scores, row_lengths = pack_rows(rows, lengths)
+    yield topk_pb2.SelectChunk(
+        k=k, options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
+                                            return_values=return_values))
+    step = max(4, chunk_bytes - chunk_bytes % 4)
+    for i in range(0, max(len(scores), 1), step):
+        yield topk_pb2.SelectChunk(scores=scores[i:i + step])
+    per = step // 4
+    for i in range(0, len(row_lengths), per):
+        yield topk_pb2.SelectChunk(lengths=row_lengths[i:i + per])
+
+
+def _health_method(channel):
+    messages = health_pb2()
+    return channel.unary_unary(
+        "/grpc.health.v1.Health/Check",
+        request_serializer=messages.HealthCheckRequest.SerializeToString,
+        response_deserializer=messages.HealthCheckResponse.FromString)
+
+
 class TopKClient:
-    """A channel to one topk-server; safe to share between threads."""
+    """A channel to topk-server (one address, or several with a load-balancing
+    policy); safe to share between threads. For asyncio: AsyncTopKClient."""
 
     def __init__(self, target: str = "127.0.0.1:50051", *, credentials=None,
-                 max_message_bytes: int = 1 << 30):
-        options = [("grpc.max_send_message_length", max_message_bytes),
-                   ("grpc.max_receive_message_length", max_message_bytes)]
+                 max_message_bytes: int = 1 << 30,
+                 max_send_message_bytes: Optional[int] = None,
+                 max_receive_message_bytes: Optional[int] = None,
+                 load_balancing_policy: Optional[str] = None,
+                 options: Sequence[Tuple[str, object]] = ()):
+        args = channel_options(max_send_message_bytes or max_message_bytes,
+                               max_receive_message_bytes or max_message_bytes,
+                               load_balancing_policy, options)
         if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=options)
+            self._channel = grpc.insecure_channel(target, options=args)
         else:
-            self._channel = grpc.secure_channel(target, credentials, options=options)
+            self._channel = grpc.secure_channel(target, credentials, options=args)
         self._stub = topk_pb2_grpc.TopKStub(self._channel)
-        # grpc.health.v1 spoken by hand: generating its stubs into a `grpc`
-        # package would shadow grpcio. Request field 1 = service name;
-        # response field 1 = status (1 SERVING).
-        self._health = self._channel.unary_unary(
-            "/grpc.health.v1.Health/Check",
-            request_serializer=lambda name: (b"\x0a" + bytes([len(name)]) + name.encode()
-                                             if name else b""),
-            response_deserializer=lambda data: data[1] if len(data) >= 2 else 0)
+        self._health = None
 
     def close(self):
         self._channel.close()
@@ -78,51 +138,33 @@ class TopKClient:
     def __exit__(self, *exc):
         self.close()
 
-    @staticmethod
-    def _request(rows, k, sorted, deterministic, return_values, request_id):
-        scores, lengths = pack_rows(rows)
-        return topk_pb2.SelectRequest(
-            k=k,
-            options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
-                                           return_values=return_values),
-            inline_rows=topk_pb2.InlineRows(scores=scores, lengths=lengths),
-            request_id=request_id)
-
-    def select(self, rows: Sequence[np.ndarray], k: int, *, sorted: bool = False,
+    def select(self, rows: Rows, k: int, *, lengths=None, sorted: bool = False,
                deterministic: bool = False, return_values: bool = False,
                request_id: str = "", timeout: Optional[float] = None) -> SelectResult:
-        """Top-k indices of every row (rows may differ in length)."""
-        request = self._request(rows, k, sorted, deterministic, return_values, request_id)
+        """Top-k indices of every row: a list of 1-D arrays (they may differ in
+        length), or a 2-D (M, N) array, padded when `lengths` is given."""
+        request = _select_request(rows, k, lengths, sorted, deterministic, return_values,
+                                  request_id)
         return _decode(self._stub.Select(request, timeout=timeout))
 
-    def select_future(self, rows, k, **kwargs):
-        """Asynchronous select: a grpc.Future whose result() is the raw response;
-        decode with TopKClient.decode."""
-        request = self._request(rows, k, kwargs.get("sorted", False),
-                                kwargs.get("deterministic", False),
-                                kwargs.get("return_values", False), kwargs.get("request_id", ""))
-        return self._stub.Select.future(request, timeout=kwargs.get("timeout"))
+    def select_future(self, rows: Rows, k: int, *, lengths=None, sorted: bool = False,
+                      deterministic: bool = False, return_values: bool = False,
+                      request_id: str = "", timeout: Optional[float] = None):
+        """Asynchronous select on a thread: a grpc.Future whose result() is the
+        raw response; decode with TopKClient.decode."""
+        request = _select_request(rows, k, lengths, sorted, deterministic, return_values,
+                                  request_id)
+        return self._stub.Select.future(request, timeout=timeout)
 
     decode = staticmethod(_decode)
 
-    def select_streaming(self, rows: Sequence[np.ndarray], k: int, *, chunk_bytes: int = 4 << 20,
+    def select_streaming(self, rows: Rows, k: int, *, lengths=None, chunk_bytes: int = 4 << 20,
                          sorted: bool = False, deterministic: bool = False,
                          return_values: bool = False, timeout: Optional[float] = None):
         """Like select, but sent as SelectStream chunks: no message-size bound."""
-        scores, lengths = pack_rows(rows)
-
-        def chunks() -> Iterable:
-            yield topk_pb2.SelectChunk(
-                k=k, options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
-                                                    return_values=return_values))
-            step = max(4, chunk_bytes)
-            for i in range(0, max(len(scores), 1), step):
-                yield topk_pb2.SelectChunk(scores=scores[i:i + step])
-            per = step // 4
-            for i in range(0, len(lengths), per):
-                yield topk_pb2.SelectChunk(lengths=lengths[i:i + per])
-
-        return _decode(self._stub.SelectStream(chunks(), timeout=timeout))
+        return _decode(self._stub.SelectStream(
+            _stream_chunks(rows, k, lengths, chunk_bytes, sorted, deterministic, return_values),
+            timeout=timeout))
 
     def server_info(self):
         return self._stub.GetServerInfo(topk_pb2.GetServerInfoRequest())
@@ -132,7 +174,10 @@ class TopKClient:
             include_prometheus_text=prometheus_text))
 
     def is_serving(self, service: str = "topk.v1.TopK") -> bool:
-        return self._health(service, timeout=5) == 1
+        if self._health is None:
+            self._health = _health_method(self._channel)
+        response = self._health(health_pb2().HealthCheckRequest(service=service), timeout=5)
+        return response.status == _SERVING
 
     def wait_for_serving(self, timeout: float = 30.0, service: str = "topk.v1.TopK"):
         deadline = time.monotonic() + timeout

@@ -1,0 +1,48 @@
+#include "load_connections.h"
+
+#include <fstream>
+#include <iterator>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace topk::tools {
+
+absl::StatusOr<std::vector<std::unique_ptr<client::Client>>> OpenConnections(
+    const ConnectionSpec& spec) {
+  if (spec.count < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--connections=", spec.count, ": at least 1"));
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (spec.tls || !spec.tls_ca_path.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!spec.tls_ca_path.empty()) {
+      std::ifstream in(spec.tls_ca_path);
+      if (!in) return absl::NotFoundError(absl::StrCat("--tls_ca: cannot read ", spec.tls_ca_path));
+      ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in),
+                                std::istreambuf_iterator<char>());
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  std::vector<std::unique_ptr<client::Client>> clients;
+  for (int c = 0; c < spec.count; ++c) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(std::numeric_limits<int>::max());
+    args.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+    // A pool per channel: the count is the number of TCP connections.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    if (!spec.tls_server_name.empty()) args.SetSslTargetNameOverride(spec.tls_server_name);
+    std::shared_ptr<grpc::Channel> channel =
+        grpc::CreateCustomChannel(spec.target, credentials, args);
+    if (channel == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot create a channel to ", spec.target));
+    }
+    clients.push_back(std::make_unique<client::Client>(std::move(channel)));
+  }
+  return clients;
+}
+
+}  // namespace topk::tools
