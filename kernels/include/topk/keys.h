@@ -154,4 +154,91 @@ TOPK_HD float CoarseCutoff(uint32_t b) {
   return BitsToFloat(BitsOfDescendingKey(lo));
 }
 
+// ---------------------------------------------------------------------------
+// 16-bit scores (docs/design.md section 1: BF16 and FP16 rows).
+//
+// Both types are sign-magnitude with the exponent above the mantissa, as FP32
+// is, so one descending key serves both: Key16(h) orders raw patterns exactly
+// as their FP32 widenings order, -0 canonicalised to +0. Widening to FP32 is
+// exact for both types (BF16 is FP32's top half; every FP16 value, subnormals
+// included, is an FP32 normal or zero), so a raw float compare on widened
+// values admits exactly an upper set of the Key16 order, as for FP32.
+//
+// Coarse16(h) = Key16(h) >> 5 keeps the top 11 key bits, the same 2048 bins as
+// the FP32 coarse map: for FP16 it is exactly Coarse(widened h) (sign, 5
+// exponent, 5 mantissa bits); for BF16 it is sign, 8 exponent and 2 mantissa
+// bits: quarter-octave bins over BF16's full range. The refinement then has
+// only the 5 remaining key bits to resolve.
+
+TOPK_HD float Bf16BitsToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
+
+// Exact FP16 -> FP32 in integer arithmetic (the host has no portable FP16
+// type; the device uses the conversion instruction).
+TOPK_HD float Fp16BitsToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0x1Fu) return BitsToFloat(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
+  if (exponent != 0) return BitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return BitsToFloat(sign);  // signed zero
+  // Subnormal: shift the leading one into the implicit position.
+  uint32_t e = 113;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --e;
+  }
+  return BitsToFloat(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
+#endif
+}
+
+// FP32 -> BF16 bits, round to nearest even, overflow to infinity; NaN stays a
+// (quiet) NaN of the same sign.
+TOPK_HD uint16_t Bf16BitsRoundNearest(float f) {
+  const uint32_t x = FloatBits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+// Exponent-all-ones with a nonzero fraction: 0x7F80 / 0x7C00 are the
+// infinities' magnitudes.
+TOPK_HD bool IsBf16Nan(uint16_t h) { return (h & 0x7FFFu) > 0x7F80u; }
+TOPK_HD bool IsFp16Nan(uint16_t h) { return (h & 0x7FFFu) > 0x7C00u; }
+
+// Descending key of raw 16-bit patterns (no zero canonicalisation).
+TOPK_HD uint32_t DescendingKey16OfBits(uint32_t h) { return (h & 0x8000u) ? h : (0x7FFFu - h); }
+// Inverse of DescendingKey16OfBits.
+TOPK_HD uint16_t BitsOfDescendingKey16(uint32_t key) {
+  return static_cast<uint16_t>((key & 0x8000u) ? key : (0x7FFFu - key));
+}
+
+TOPK_HD uint32_t Key16(uint16_t h) { return DescendingKey16OfBits(h == 0x8000u ? 0u : h); }
+TOPK_HD uint32_t Coarse16(uint16_t h) { return Key16(h) >> 5; }
+
+// Coarse16 bins of +inf and -inf per type: every non-NaN value's bin lies in
+// between (FP16's are FP32's: the FP32 coarse map is the FP16 one).
+inline constexpr uint32_t kCoarse16OfPlusInfBf16 = 3;      // Key16(0x7F80) = 0x007F
+inline constexpr uint32_t kCoarse16OfMinusInfBf16 = 2044;  // Key16(0xFF80) = 0xFF80
+inline constexpr uint32_t kCoarse16OfPlusInfFp16 = kCoarseOfPlusInf;
+inline constexpr uint32_t kCoarse16OfMinusInfFp16 = kCoarseOfMinusInf;
+
+// The smallest 16-bit pattern whose Coarse16 bin is <= b, widened to FP32, so
+// that {h : widen(h) >= cutoff} == {h : Coarse16(h) <= b} for every non-NaN h.
+// The bins of the infinities also hold NaN patterns, hence the clamps: below
+// +inf's bin nothing is admitted (NaN), from -inf's bin on everything (-inf).
+// The largest key of bin b is (b << 5) | 31; when that is +0's key, -0 ties
+// with it under float compare, as it must.
+TOPK_HD float Coarse16CutoffBf16(uint32_t b) {
+  if (b < kCoarse16OfPlusInfBf16) return BitsToFloat(0x7FC00000u);
+  if (b >= kCoarse16OfMinusInfBf16) return BitsToFloat(0xFF800000u);
+  return Bf16BitsToFloat(BitsOfDescendingKey16((b << 5) | 31u));
+}
+TOPK_HD float Coarse16CutoffFp16(uint32_t b) {
+  if (b < kCoarse16OfPlusInfFp16) return BitsToFloat(0x7FC00000u);
+  if (b >= kCoarse16OfMinusInfFp16) return BitsToFloat(0xFF800000u);
+  return Fp16BitsToFloat(BitsOfDescendingKey16((b << 5) | 31u));
+}
+
 }  // namespace topk

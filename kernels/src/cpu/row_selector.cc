@@ -11,6 +11,8 @@
 #include <immintrin.h>
 #endif
 
+#include <type_traits>
+
 #include "coarse_histogram.h"
 #include "topk/algorithm_constants.h"
 
@@ -20,48 +22,52 @@ namespace {
 constexpr int kChunk = 16;
 
 // Appends every i with x[i] >= lo (and x[i] < hi when kBand) to dst and
-// returns the count. Chunks of 16 are screened with !(x < lo), which is also
-// true for NaN, so the common chunk (nothing admitted, no NaN) costs four
-// vector compares and the NaN check rides along for free. Admitted lanes are
-// appended from a bit mask: no data-dependent branch per element.
-template <bool kBand>
-int64_t Admit(const float* x, int64_t n, float lo, float hi, int32_t* dst, bool* saw_nan) {
+// returns the count; 16-bit scores are compared widened (exact). FP32 chunks of
+// 16 are screened with !(x < lo), which is also true for NaN, so the common
+// chunk (nothing admitted, no NaN) costs four vector compares and the NaN
+// check rides along for free. Admitted lanes are appended from a bit mask: no
+// data-dependent branch per element.
+template <typename Scores, bool kBand>
+int64_t Admit(const typename Scores::Storage* x, int64_t n, float lo, float hi, int32_t* dst,
+              bool* saw_nan) {
   int64_t count = 0;
   bool nan = false;
   int64_t i = 0;
 #if defined(__SSE2__)
-  const __m128 vlo = _mm_set1_ps(lo);
-  const __m128 vhi = _mm_set1_ps(hi);
-  for (; i + kChunk <= n; i += kChunk) {
-    __m128 v[4];
-    uint32_t screen = 0;
-    for (int q = 0; q < 4; ++q) {
-      v[q] = _mm_loadu_ps(x + i + 4 * q);
-      screen |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpnlt_ps(v[q], vlo))) << (4 * q);
-    }
-    if (screen == 0) continue;
-    uint32_t admitted = 0;
-    for (int q = 0; q < 4; ++q) {
-      __m128 in = _mm_cmpge_ps(v[q], vlo);  // false for NaN
-      if (kBand) in = _mm_and_ps(in, _mm_cmplt_ps(v[q], vhi));
-      admitted |= static_cast<uint32_t>(_mm_movemask_ps(in)) << (4 * q);
-    }
-    uint32_t ge = admitted;
-    if (kBand) {
-      ge = 0;
+  if constexpr (std::is_same_v<Scores, Fp32Scores>) {
+    const __m128 vlo = _mm_set1_ps(lo);
+    const __m128 vhi = _mm_set1_ps(hi);
+    for (; i + kChunk <= n; i += kChunk) {
+      __m128 v[4];
+      uint32_t screen = 0;
       for (int q = 0; q < 4; ++q) {
-        ge |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpge_ps(v[q], vlo))) << (4 * q);
+        v[q] = _mm_loadu_ps(x + i + 4 * q);
+        screen |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpnlt_ps(v[q], vlo))) << (4 * q);
       }
-    }
-    nan |= (screen & ~ge) != 0;  // screened but not >= lo: NaN lanes
-    while (admitted != 0) {
-      dst[count++] = static_cast<int32_t>(i + __builtin_ctz(admitted));
-      admitted &= admitted - 1;
+      if (screen == 0) continue;
+      uint32_t admitted = 0;
+      for (int q = 0; q < 4; ++q) {
+        __m128 in = _mm_cmpge_ps(v[q], vlo);  // false for NaN
+        if (kBand) in = _mm_and_ps(in, _mm_cmplt_ps(v[q], vhi));
+        admitted |= static_cast<uint32_t>(_mm_movemask_ps(in)) << (4 * q);
+      }
+      uint32_t ge = admitted;
+      if (kBand) {
+        ge = 0;
+        for (int q = 0; q < 4; ++q) {
+          ge |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpge_ps(v[q], vlo))) << (4 * q);
+        }
+      }
+      nan |= (screen & ~ge) != 0;  // screened but not >= lo: NaN lanes
+      while (admitted != 0) {
+        dst[count++] = static_cast<int32_t>(i + __builtin_ctz(admitted));
+        admitted &= admitted - 1;
+      }
     }
   }
 #endif
   for (; i < n; ++i) {
-    const float v = x[i];
+    const float v = Scores::Widen(x[i]);
     dst[count] = static_cast<int32_t>(i);
     count += (v >= lo) & (!kBand || v < hi);
     nan |= v != v;
@@ -100,20 +106,23 @@ class Emitter {
 };
 
 // Phase 3: exact refinement of a frontier (ascending indices in `frontier`,
-// size n) with `quota` slots left, digit by digit of key32 (11/11/10), then
+// size n) with `quota` slots left, digit by digit of the key (11/11/10; the
+// 16-bit types stop after two digits, the third being zero), then
 // the tie fill from the equal-key remainder (smallest indices first). Scores
 // are gathered once into a key array that travels with the indices, so the
 // digit passes read contiguous memory. `next` must not overlap the frontier;
 // both, and each half of `keys`, hold at least n entries.
-void Refine(const float* x, int32_t* frontier, int64_t n, int64_t quota, int32_t* next,
-            uint32_t* keys, uint32_t* next_keys, Emitter& emit, uint32_t* histogram) {
+template <typename Scores>
+void Refine(const typename Scores::Storage* x, int32_t* frontier, int64_t n, int64_t quota,
+            int32_t* next, uint32_t* keys, uint32_t* next_keys, Emitter& emit,
+            uint32_t* histogram) {
   if (quota >= n) {
     emit.EmitAll(frontier, n);
     return;
   }
   int32_t* cur = frontier;
-  for (int64_t j = 0; j < n; ++j) keys[j] = Key32(x[cur[j]]);
-  for (int digit = 0; digit < 3 && quota < n; ++digit) {
+  for (int64_t j = 0; j < n; ++j) keys[j] = Scores::Key(x[cur[j]]);
+  for (int digit = 0; digit < Scores::kRefineDigits && quota < n; ++digit) {
     const int bins = 1 << kDigitBits[digit];
     std::fill(histogram, histogram + bins, 0u);
     for (int64_t j = 0; j < n; ++j) ++histogram[KeyDigit(keys[j], digit)];
@@ -137,50 +146,72 @@ void Refine(const float* x, int32_t* frontier, int64_t n, int64_t quota, int32_t
   emit.EmitAll(cur, std::min(quota, n));
 }
 
-// Exact coarse recovery: histogram the coarse bins of the whole row, commit
-// every bin before tau*, refine tau*'s bin. Returns false on a NaN (counted in
-// bin 15, outside the non-NaN range [31, 2016], so the histogram detects it
-// without another pass).
-bool ExactRecovery(const float* x, int32_t length, int32_t k, Emitter& emit, RowScratch& scratch) {
-  uint32_t* histogram = scratch.histogram.data();
+// Histograms the coarse bins of x[0, length); false on a NaN. FP32 counts
+// NaN in bin 15, outside the non-NaN range [31, 2016], so the vector
+// histogram detects it without another pass. The 16-bit maps share the
+// infinities' bins with NaN patterns, so those rows test each value.
+template <typename Scores>
+bool CoarseHistogramOfRow(const typename Scores::Storage* x, int32_t length, uint32_t* histogram) {
   std::fill(histogram, histogram + kCoarseBins, 0u);
-  AddCoarseHistogram(x, length, histogram);
-  if (histogram[15] != 0) return false;
+  if constexpr (std::is_same_v<Scores, Fp32Scores>) {
+    AddCoarseHistogram(x, length, histogram);
+    return histogram[15] == 0;
+  } else {
+    bool nan = false;
+    for (int32_t i = 0; i < length; ++i) {
+      nan |= Scores::IsNan(x[i]);
+      ++histogram[Scores::Coarse(x[i])];
+    }
+    return !nan;
+  }
+}
+
+// Exact coarse recovery: histogram the coarse bins of the whole row, commit
+// every bin before tau*, refine tau*'s bin. Returns false on a NaN.
+template <typename Scores>
+bool ExactRecovery(const typename Scores::Storage* x, int32_t length, int32_t k, Emitter& emit,
+                   RowScratch& scratch) {
+  uint32_t* histogram = scratch.histogram.data();
+  if (!CoarseHistogramOfRow<Scores>(x, length, histogram)) return false;
   int64_t below;
   const uint32_t tau = BinReaching(histogram, kCoarseBins, k, &below);
   // x >= CoarseCutoff(b) <=> coarse(x) <= b: compare raw floats only.
-  const float commit_cutoff = CoarseCutoff(tau - 1);  // NaN (admits nothing) when tau is +inf's
-  const float frontier_cutoff = CoarseCutoff(tau);
+  const float commit_cutoff =
+      Scores::CoarseCutoff(tau - 1);  // NaN (admits nothing) when tau is +inf's
+  const float frontier_cutoff = Scores::CoarseCutoff(tau);
   int32_t* frontier = scratch.ping.data();
   int64_t n = 0;
   for (int32_t i = 0; i < length; ++i) {
-    const float v = x[i];
+    const float v = Scores::Widen(x[i]);
     if (v >= commit_cutoff) {
       emit.Emit(i);
     } else if (v >= frontier_cutoff) {
       frontier[n++] = i;
     }
   }
-  Refine(x, frontier, n, k - emit.count(), scratch.pong.data(), scratch.KeysA(), scratch.KeysB(),
-         emit, scratch.histogram.data());
+  Refine<Scores>(x, frontier, n, k - emit.count(), scratch.pong.data(), scratch.KeysA(),
+                 scratch.KeysB(), emit, scratch.histogram.data());
   return true;
 }
 
 void FillEmpty(int32_t* out, int32_t k) { std::fill(out, out + k, kEmptySlot); }
 
-bool HasNan(const float* x, int32_t length) {
+template <typename Scores>
+bool HasNan(const typename Scores::Storage* x, int32_t length) {
   bool nan = false;
-  for (int32_t i = 0; i < length; ++i) nan |= x[i] != x[i];
+  for (int32_t i = 0; i < length; ++i) nan |= Scores::IsNan(x[i]);
   return nan;
 }
 
-// Sorted: value descending (key32 ascending, so -0.0 ties +0.0), ties by index.
+// Sorted: value descending (key ascending, so -0 ties +0), ties by index.
 // Deterministic unsorted: ascending indices.
-void Order(const float* x, int32_t* out, int64_t count, const RowParams& params) {
+template <typename Scores>
+void Order(const typename Scores::Storage* x, int32_t* out, int64_t count,
+           const RowParams& params) {
   if (params.sorted) {
     std::sort(out, out + count, [x](int32_t a, int32_t b) {
-      const uint32_t ka = Key32(x[a]);
-      const uint32_t kb = Key32(x[b]);
+      const uint32_t ka = Scores::Key(x[a]);
+      const uint32_t kb = Scores::Key(x[b]);
       return ka != kb ? ka < kb : a < b;
     });
   } else if (params.deterministic) {
@@ -198,19 +229,20 @@ void RowScratch::Reserve(int64_t width) {
   }
 }
 
-RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams& params,
-                    int32_t* out, RowScratch& scratch) {
+template <typename Scores>
+RowResult SelectRow(const typename Scores::Storage* x, int32_t length, int64_t row,
+                    const RowParams& params, int32_t* out, RowScratch& scratch) {
   const int32_t k = params.k;
   RowResult result;
   if (length <= k) {
-    if (HasNan(x, length)) {
+    if (HasNan<Scores>(x, length)) {
       FillEmpty(out, k);
       result.status = RowStatus::kNan;
       return result;
     }
     std::iota(out, out + length, 0);
     std::fill(out + length, out + k, kEmptySlot);
-    Order(x, out, length, params);
+    Order<Scores>(x, out, length, params);
     return result;
   }
 
@@ -226,15 +258,15 @@ RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams
     // Phase 1: coarse histogram of the strided view -> tau0 (q0), tau1 (q1).
     uint32_t* histogram = scratch.histogram.data();
     std::fill(histogram, histogram + kCoarseBins, 0u);
-    for (int64_t i = phase; i < length; i += stride) ++histogram[Coarse(x[i])];
+    for (int64_t i = phase; i < length; i += stride) ++histogram[Scores::Coarse(x[i])];
     int64_t below;
     const uint32_t tau0 = BinReaching(histogram, kCoarseBins, q0, &below);
     const uint32_t tau1 = BinReaching(histogram, kCoarseBins, q1, &below);
-    const float t0 = CoarseCutoff(tau0);
+    const float t0 = Scores::CoarseCutoff(tau0);
 
     // Phase 2: one pass admits x >= t(tau0) and flags NaN.
     int32_t* candidates = scratch.ping.data();
-    const int64_t c0 = Admit<false>(x, length, t0, 0.0f, candidates, &nan);
+    const int64_t c0 = Admit<Scores, false>(x, length, t0, 0.0f, candidates, &nan);
     if (nan) {
       FillEmpty(out, k);
       result.status = RowStatus::kNan;
@@ -243,34 +275,42 @@ RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams
     if (c0 >= k) {  // certified (Lemma 4.1)
       result.path = RowPath::kCertified;
       result.candidates = c0;
-      Refine(x, candidates, c0, k, scratch.pong.data(), scratch.KeysA(), scratch.KeysB(), emit,
-             histogram);
+      Refine<Scores>(x, candidates, c0, k, scratch.pong.data(), scratch.KeysA(), scratch.KeysB(),
+                     emit, histogram);
     } else {
       // Underfill: everything >= t0 is in; the band [t(tau1), t0) may finish it.
       bool unused;
-      const int64_t band = Admit<true>(x, length, CoarseCutoff(tau1), t0, candidates + c0, &unused);
+      const int64_t band =
+          Admit<Scores, true>(x, length, Scores::CoarseCutoff(tau1), t0, candidates + c0, &unused);
       if (c0 + band >= k) {
         result.path = RowPath::kBandRescued;
         result.candidates = c0 + band;
         emit.EmitAll(candidates, c0);
         // The band is a frontier of its own: every value in it is < t0.
-        Refine(x, candidates + c0, band, k - c0, scratch.pong.data(), scratch.KeysA(),
-               scratch.KeysB(), emit, histogram);
+        Refine<Scores>(x, candidates + c0, band, k - c0, scratch.pong.data(), scratch.KeysA(),
+                       scratch.KeysB(), emit, histogram);
       } else {
         result.path = RowPath::kExactRecovery;
-        ExactRecovery(x, length, k, emit, scratch);
+        ExactRecovery<Scores>(x, length, k, emit, scratch);
       }
     }
   } else {
     result.path = RowPath::kExactRecovery;
-    if (!ExactRecovery(x, length, k, emit, scratch)) {
+    if (!ExactRecovery<Scores>(x, length, k, emit, scratch)) {
       FillEmpty(out, k);
       result.status = RowStatus::kNan;
       return result;
     }
   }
-  Order(x, out, k, params);
+  Order<Scores>(x, out, k, params);
   return result;
 }
+
+template RowResult SelectRow<Fp32Scores>(const float*, int32_t, int64_t, const RowParams&, int32_t*,
+                                         RowScratch&);
+template RowResult SelectRow<Bf16Scores>(const uint16_t*, int32_t, int64_t, const RowParams&,
+                                         int32_t*, RowScratch&);
+template RowResult SelectRow<Fp16Scores>(const uint16_t*, int32_t, int64_t, const RowParams&,
+                                         int32_t*, RowScratch&);
 
 }  // namespace topk::cpu
