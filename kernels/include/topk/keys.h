@@ -224,21 +224,35 @@ inline constexpr uint32_t kCoarse16OfMinusInfBf16 = 2044;  // Key16(0xFF80) = 0x
 inline constexpr uint32_t kCoarse16OfPlusInfFp16 = kCoarseOfPlusInf;
 inline constexpr uint32_t kCoarse16OfMinusInfFp16 = kCoarseOfMinusInf;
 
-// The smallest 16-bit pattern whose Coarse16 bin is <= b, widened to FP32, so
-// that {h : widen(h) >= cutoff} == {h : Coarse16(h) <= b} for every non-NaN h.
-// The bins of the infinities also hold NaN patterns, hence the clamps: below
-// +inf's bin nothing is admitted (NaN), from -inf's bin on everything (-inf).
-// The largest key of bin b is (b << 5) | 31; when that is +0's key, -0 ties
-// with it under float compare, as it must.
-TOPK_HD float Coarse16CutoffBf16(uint32_t b) {
-  if (b < kCoarse16OfPlusInfBf16) return BitsToFloat(0x7FC00000u);
-  if (b >= kCoarse16OfMinusInfBf16) return BitsToFloat(0xFF800000u);
-  return Bf16BitsToFloat(BitsOfDescendingKey16((b << 5) | 31u));
+// The smallest 16-bit pattern whose Coarse16 bin is <= b, so that
+// {h : widen(h) >= widen(cutoff)} == {h : Coarse16(h) <= b} for every non-NaN
+// h. The bins of the infinities also hold NaN patterns, hence the clamps:
+// below +inf's bin the cutoff is the NaN 0x7FFF (admits nothing), from -inf's
+// bin on it is -inf (admits everything). The largest key of bin b is
+// (b << 5) | 31; when that is +0's key, -0 ties with it, as it must.
+TOPK_HD uint16_t Coarse16CutoffBits(uint32_t b, uint32_t plus_inf_bin, uint32_t minus_inf_bin,
+                                    uint16_t minus_inf) {
+  if (b < plus_inf_bin) return 0x7FFFu;
+  if (b >= minus_inf_bin) return minus_inf;
+  return BitsOfDescendingKey16((b << 5) | 31u);
 }
-TOPK_HD float Coarse16CutoffFp16(uint32_t b) {
-  if (b < kCoarse16OfPlusInfFp16) return BitsToFloat(0x7FC00000u);
-  if (b >= kCoarse16OfMinusInfFp16) return BitsToFloat(0xFF800000u);
-  return Fp16BitsToFloat(BitsOfDescendingKey16((b << 5) | 31u));
+TOPK_HD uint16_t Coarse16CutoffBitsBf16(uint32_t b) {
+  return Coarse16CutoffBits(b, kCoarse16OfPlusInfBf16, kCoarse16OfMinusInfBf16, 0xFF80u);
+}
+TOPK_HD uint16_t Coarse16CutoffBitsFp16(uint32_t b) {
+  return Coarse16CutoffBits(b, kCoarse16OfPlusInfFp16, kCoarse16OfMinusInfFp16, 0xFC00u);
+}
+// The same cutoffs widened to FP32 (NaN below +inf's bin).
+TOPK_HD float Coarse16CutoffBf16(uint32_t b) { return Bf16BitsToFloat(Coarse16CutoffBitsBf16(b)); }
+TOPK_HD float Coarse16CutoffFp16(uint32_t b) { return Fp16BitsToFloat(Coarse16CutoffBitsFp16(b)); }
+
+// A two's-complement rank of a sign-magnitude 16-bit pattern: larger value,
+// larger rank; -0 and +0 both rank 0. NaN patterns rank beyond the
+// infinities, so callers mask NaN before comparing ranks. Lets the CPU admit
+// 16-bit values with integer compares, 8 per SSE2 register, without widening.
+TOPK_HD int32_t Rank16(uint16_t h) {
+  const int32_t magnitude = h & 0x7FFF;
+  return (h & 0x8000u) ? -magnitude : magnitude;
 }
 
 }  // namespace topk

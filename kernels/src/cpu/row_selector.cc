@@ -21,56 +21,114 @@ namespace {
 
 constexpr int kChunk = 16;
 
-// Appends every i with x[i] >= lo (and x[i] < hi when kBand) to dst and
-// returns the count; 16-bit scores are compared widened (exact). FP32 chunks of
-// 16 are screened with !(x < lo), which is also true for NaN, so the common
-// chunk (nothing admitted, no NaN) costs four vector compares and the NaN
-// check rides along for free. Admitted lanes are appended from a bit mask: no
-// data-dependent branch per element.
+#if defined(__SSE2__)
+// Appends the lanes of `admitted` (bit j: position i + j) to dst.
+inline int64_t AppendLanes(uint32_t admitted, int64_t i, int32_t* dst, int64_t count) {
+  while (admitted != 0) {
+    dst[count++] = static_cast<int32_t>(i + __builtin_ctz(admitted));
+    admitted &= admitted - 1;
+  }
+  return count;
+}
+
+// FP32 chunks of 16 are screened with !(x < lo), which is also true for NaN,
+// so the common chunk (nothing admitted, no NaN) costs four vector compares
+// and the NaN check rides along for free.
+template <bool kBand>
+int64_t AdmitChunksFp32(const float* x, int64_t n, float lo, float hi, int32_t* dst, int64_t* count,
+                        bool* nan) {
+  const __m128 vlo = _mm_set1_ps(lo);
+  const __m128 vhi = _mm_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk) {
+    __m128 v[4];
+    uint32_t screen = 0;
+    for (int q = 0; q < 4; ++q) {
+      v[q] = _mm_loadu_ps(x + i + 4 * q);
+      screen |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpnlt_ps(v[q], vlo))) << (4 * q);
+    }
+    if (screen == 0) continue;
+    uint32_t admitted = 0;
+    for (int q = 0; q < 4; ++q) {
+      __m128 in = _mm_cmpge_ps(v[q], vlo);  // false for NaN
+      if (kBand) in = _mm_and_ps(in, _mm_cmplt_ps(v[q], vhi));
+      admitted |= static_cast<uint32_t>(_mm_movemask_ps(in)) << (4 * q);
+    }
+    uint32_t ge = admitted;
+    if (kBand) {
+      ge = 0;
+      for (int q = 0; q < 4; ++q) {
+        ge |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpge_ps(v[q], vlo))) << (4 * q);
+      }
+    }
+    *nan |= (screen & ~ge) != 0;  // screened but not >= lo: NaN lanes
+    *count = AppendLanes(admitted, i, dst, *count);
+  }
+  return i;
+}
+
+// 16-bit chunks of 16 (two registers of 8): Rank16 in integer lanes
+// (magnitude, negated where the sign is set), NaN as a magnitude above the
+// infinity's. A chunk is screened by "rank >= lo or NaN", as for FP32.
 template <typename Scores, bool kBand>
-int64_t Admit(const typename Scores::Storage* x, int64_t n, float lo, float hi, int32_t* dst,
-              bool* saw_nan) {
+int64_t AdmitChunks16(const uint16_t* x, int64_t n, int32_t lo, int32_t hi, int32_t* dst,
+                      int64_t* count, bool* nan) {
+  const __m128i vlo = _mm_set1_epi16(static_cast<int16_t>(lo));
+  const __m128i vhi = _mm_set1_epi16(static_cast<int16_t>(hi));
+  const __m128i magnitude_mask = _mm_set1_epi16(0x7FFF);
+  const __m128i inf_magnitude = _mm_set1_epi16(static_cast<int16_t>(Scores::kInfMagnitude));
+  int64_t i = 0;
+  for (; i + kChunk <= n; i += kChunk) {
+    __m128i rank[2];
+    __m128i is_nan[2];
+    __m128i ge[2];
+    for (int q = 0; q < 2; ++q) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i + 8 * q));
+      const __m128i magnitude = _mm_and_si128(h, magnitude_mask);
+      const __m128i negative = _mm_srai_epi16(h, 15);
+      rank[q] = _mm_sub_epi16(_mm_xor_si128(magnitude, negative), negative);
+      is_nan[q] = _mm_cmpgt_epi16(magnitude, inf_magnitude);
+      ge[q] = _mm_cmpeq_epi16(_mm_cmpgt_epi16(vlo, rank[q]), _mm_setzero_si128());
+    }
+    const uint32_t screen = static_cast<uint32_t>(_mm_movemask_epi8(
+        _mm_packs_epi16(_mm_or_si128(ge[0], is_nan[0]), _mm_or_si128(ge[1], is_nan[1]))));
+    if (screen == 0) continue;
+    __m128i in[2];
+    for (int q = 0; q < 2; ++q) {
+      in[q] = _mm_andnot_si128(is_nan[q], ge[q]);
+      if (kBand) in[q] = _mm_and_si128(in[q], _mm_cmpgt_epi16(vhi, rank[q]));
+    }
+    *nan |= _mm_movemask_epi8(_mm_packs_epi16(is_nan[0], is_nan[1])) != 0;
+    *count = AppendLanes(static_cast<uint32_t>(_mm_movemask_epi8(_mm_packs_epi16(in[0], in[1]))), i,
+                         dst, *count);
+  }
+  return i;
+}
+#endif
+
+// Appends every i with rank(x[i]) >= lo (and < hi when kBand) to dst and
+// returns the count; NaN is never admitted and is reported in saw_nan.
+// Vector chunks append admitted lanes from a bit mask: no data-dependent
+// branch per element.
+template <typename Scores, bool kBand>
+int64_t Admit(const typename Scores::Storage* x, int64_t n, typename Scores::Rank lo,
+              typename Scores::Rank hi, int32_t* dst, bool* saw_nan) {
   int64_t count = 0;
   bool nan = false;
   int64_t i = 0;
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<Scores, Fp32Scores>) {
-    const __m128 vlo = _mm_set1_ps(lo);
-    const __m128 vhi = _mm_set1_ps(hi);
-    for (; i + kChunk <= n; i += kChunk) {
-      __m128 v[4];
-      uint32_t screen = 0;
-      for (int q = 0; q < 4; ++q) {
-        v[q] = _mm_loadu_ps(x + i + 4 * q);
-        screen |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpnlt_ps(v[q], vlo))) << (4 * q);
-      }
-      if (screen == 0) continue;
-      uint32_t admitted = 0;
-      for (int q = 0; q < 4; ++q) {
-        __m128 in = _mm_cmpge_ps(v[q], vlo);  // false for NaN
-        if (kBand) in = _mm_and_ps(in, _mm_cmplt_ps(v[q], vhi));
-        admitted |= static_cast<uint32_t>(_mm_movemask_ps(in)) << (4 * q);
-      }
-      uint32_t ge = admitted;
-      if (kBand) {
-        ge = 0;
-        for (int q = 0; q < 4; ++q) {
-          ge |= static_cast<uint32_t>(_mm_movemask_ps(_mm_cmpge_ps(v[q], vlo))) << (4 * q);
-        }
-      }
-      nan |= (screen & ~ge) != 0;  // screened but not >= lo: NaN lanes
-      while (admitted != 0) {
-        dst[count++] = static_cast<int32_t>(i + __builtin_ctz(admitted));
-        admitted &= admitted - 1;
-      }
-    }
+    i = AdmitChunksFp32<kBand>(x, n, lo, hi, dst, &count, &nan);
+  } else {
+    i = AdmitChunks16<Scores, kBand>(x, n, lo, hi, dst, &count, &nan);
   }
 #endif
   for (; i < n; ++i) {
-    const float v = Scores::Widen(x[i]);
+    const bool is_nan = Scores::IsNan(x[i]);
+    const typename Scores::Rank v = Scores::RankOf(x[i]);
     dst[count] = static_cast<int32_t>(i);
-    count += (v >= lo) & (!kBand || v < hi);
-    nan |= v != v;
+    count += !is_nan & (v >= lo) & (!kBand || v < hi);
+    nan |= is_nan;
   }
   *saw_nan = nan;
   return count;
@@ -175,14 +233,15 @@ bool ExactRecovery(const typename Scores::Storage* x, int32_t length, int32_t k,
   if (!CoarseHistogramOfRow<Scores>(x, length, histogram)) return false;
   int64_t below;
   const uint32_t tau = BinReaching(histogram, kCoarseBins, k, &below);
-  // x >= CoarseCutoff(b) <=> coarse(x) <= b: compare raw floats only.
-  const float commit_cutoff =
-      Scores::CoarseCutoff(tau - 1);  // NaN (admits nothing) when tau is +inf's
-  const float frontier_cutoff = Scores::CoarseCutoff(tau);
+  // rank(x) >= CutoffRank(b) <=> coarse(x) <= b for non-NaN x (the row has
+  // none here): compare ranks only. The commit cutoff admits nothing when tau
+  // is +inf's bin.
+  const typename Scores::Rank commit_cutoff = Scores::CutoffRank(tau - 1);
+  const typename Scores::Rank frontier_cutoff = Scores::CutoffRank(tau);
   int32_t* frontier = scratch.ping.data();
   int64_t n = 0;
   for (int32_t i = 0; i < length; ++i) {
-    const float v = Scores::Widen(x[i]);
+    const typename Scores::Rank v = Scores::RankOf(x[i]);
     if (v >= commit_cutoff) {
       emit.Emit(i);
     } else if (v >= frontier_cutoff) {
@@ -262,11 +321,11 @@ RowResult SelectRow(const typename Scores::Storage* x, int32_t length, int64_t r
     int64_t below;
     const uint32_t tau0 = BinReaching(histogram, kCoarseBins, q0, &below);
     const uint32_t tau1 = BinReaching(histogram, kCoarseBins, q1, &below);
-    const float t0 = Scores::CoarseCutoff(tau0);
+    const typename Scores::Rank t0 = Scores::CutoffRank(tau0);
 
     // Phase 2: one pass admits x >= t(tau0) and flags NaN.
     int32_t* candidates = scratch.ping.data();
-    const int64_t c0 = Admit<Scores, false>(x, length, t0, 0.0f, candidates, &nan);
+    const int64_t c0 = Admit<Scores, false>(x, length, t0, t0, candidates, &nan);
     if (nan) {
       FillEmpty(out, k);
       result.status = RowStatus::kNan;
@@ -281,7 +340,7 @@ RowResult SelectRow(const typename Scores::Storage* x, int32_t length, int64_t r
       // Underfill: everything >= t0 is in; the band [t(tau1), t0) may finish it.
       bool unused;
       const int64_t band =
-          Admit<Scores, true>(x, length, Scores::CoarseCutoff(tau1), t0, candidates + c0, &unused);
+          Admit<Scores, true>(x, length, Scores::CutoffRank(tau1), t0, candidates + c0, &unused);
       if (c0 + band >= k) {
         result.path = RowPath::kBandRescued;
         result.candidates = c0 + band;

@@ -1,7 +1,9 @@
 // What the CPU row selector needs to know about a score type: how an element
-// is stored, widened to FP32 (exactly, so raw float compares keep working),
-// keyed for the refinement and binned for the proposal, and which bins of the
-// coarse map a threshold may name. One struct per ScoreType.
+// is stored, keyed for the refinement, binned for the proposal, and compared
+// with a threshold: a Rank whose order is the value order (the float itself
+// for FP32, Rank16 for the 16-bit types: integer compares, no widening), and
+// CutoffRank(b), the threshold that admits exactly the coarse bins <= b. One
+// struct per ScoreType.
 #pragma once
 
 #include <cstdint>
@@ -16,36 +18,42 @@ struct Fp32Scores {
   static constexpr ScoreType kType = ScoreType::kFloat32;
   // Refinement digits of Key (11/11/10 over 32 bits).
   static constexpr int kRefineDigits = 3;
-  static float Widen(float x) { return x; }
+  using Rank = float;  // NaN compares false with everything
   static bool IsNan(float x) { return topk::IsNan(x); }
+  static float RankOf(float x) { return x; }
+  static float CutoffRank(uint32_t b) { return topk::CoarseCutoff(b); }
   static uint32_t Key(float x) { return Key32(x); }
   static uint32_t Coarse(float x) { return topk::Coarse(x); }
-  static float CoarseCutoff(uint32_t b) { return topk::CoarseCutoff(b); }
 };
 
 // The 16-bit types key into the top half of a 32-bit key, so the 11/11/10
 // refinement runs unchanged: its first digit is the coarse bin, the second
-// holds the 5 remaining key bits, and the third (all zero) is skipped.
+// holds the 5 remaining key bits, and the third (all zero) is skipped. Their
+// ranks do not order NaN below everything: callers mask NaN first.
 struct Bf16Scores {
   using Storage = uint16_t;
   static constexpr ScoreType kType = ScoreType::kBFloat16;
   static constexpr int kRefineDigits = 2;
-  static float Widen(uint16_t h) { return Bf16BitsToFloat(h); }
+  using Rank = int32_t;
+  static constexpr uint16_t kInfMagnitude = 0x7F80u;
   static bool IsNan(uint16_t h) { return IsBf16Nan(h); }
+  static int32_t RankOf(uint16_t h) { return Rank16(h); }
+  static int32_t CutoffRank(uint32_t b) { return Rank16(Coarse16CutoffBitsBf16(b)); }
   static uint32_t Key(uint16_t h) { return Key16(h) << 16; }
   static uint32_t Coarse(uint16_t h) { return Coarse16(h); }
-  static float CoarseCutoff(uint32_t b) { return Coarse16CutoffBf16(b); }
 };
 
 struct Fp16Scores {
   using Storage = uint16_t;
   static constexpr ScoreType kType = ScoreType::kFloat16;
   static constexpr int kRefineDigits = 2;
-  static float Widen(uint16_t h) { return Fp16BitsToFloat(h); }
+  using Rank = int32_t;
+  static constexpr uint16_t kInfMagnitude = 0x7C00u;
   static bool IsNan(uint16_t h) { return IsFp16Nan(h); }
+  static int32_t RankOf(uint16_t h) { return Rank16(h); }
+  static int32_t CutoffRank(uint32_t b) { return Rank16(Coarse16CutoffBitsFp16(b)); }
   static uint32_t Key(uint16_t h) { return Key16(h) << 16; }
   static uint32_t Coarse(uint16_t h) { return Coarse16(h); }
-  static float CoarseCutoff(uint32_t b) { return Coarse16CutoffFp16(b); }
 };
 
 }  // namespace topk::cpu
