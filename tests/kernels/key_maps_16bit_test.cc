@@ -51,6 +51,9 @@ bool IsNan16(uint16_t h, const Format& f) {
 float Cutoff(uint32_t b, const Format& f) {
   return f.type == ScoreType::kBFloat16 ? Coarse16CutoffBf16(b) : Coarse16CutoffFp16(b);
 }
+uint16_t CutoffBits(uint32_t b, const Format& f) {
+  return f.type == ScoreType::kBFloat16 ? Coarse16CutoffBitsBf16(b) : Coarse16CutoffBitsFp16(b);
+}
 uint32_t PlusInfBin(const Format& f) {
   return f.type == ScoreType::kBFloat16 ? kCoarse16OfPlusInfBf16 : kCoarse16OfPlusInfFp16;
 }
@@ -105,8 +108,10 @@ TEST_P(KeyMaps16Test, KeyOrdersExactlyAsTheWidenedValues) {
     const uint16_t b = sorted[j];
     if (Decode(a, f) > Decode(b, f)) {
       ASSERT_LT(Key16(a), Key16(b)) << std::hex << a << " " << b;
+      ASSERT_GT(Rank16(a), Rank16(b)) << std::hex << a << " " << b;
     } else {  // equal values: only the two zeros
       ASSERT_EQ(Key16(a), Key16(b)) << std::hex << a << " " << b;
+      ASSERT_EQ(Rank16(a), Rank16(b)) << std::hex << a << " " << b;
       ASSERT_EQ(Decode(a, f), 0.0f);
     }
   }
@@ -163,6 +168,13 @@ TEST_P(KeyMaps16Test, CutoffAdmitsExactlyTheBinsUpToB) {
                                return v >= cutoff;
                              }) - values.begin();
     ASSERT_EQ(admitted, at_or_before) << "bin " << b << " cutoff " << cutoff;
+    // The same set by integer ranks (how the CPU admits 16-bit values).
+    const int32_t rank_cutoff = Rank16(CutoffBits(b, f));
+    const int64_t admitted_by_rank =
+        std::partition_point(sorted.begin(), sorted.end(),
+                             [rank_cutoff](uint16_t h) { return Rank16(h) >= rank_cutoff; }) -
+        sorted.begin();
+    ASSERT_EQ(admitted_by_rank, at_or_before) << "bin " << b;
   }
   EXPECT_EQ(at_or_before, static_cast<int64_t>(sorted.size()));
 }
