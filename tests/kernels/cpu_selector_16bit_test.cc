@@ -1,6 +1,6 @@
 // The CPU selector, the oracle and the verifier on BF16 and FP16 rows: what
 // the all-type suites (cpu_selector_test, cpu_property_test) cannot reach
-// through the generators: NaN patterns that share the infinities' coarse bins,
+// through the generators: NaN patterns next to the infinities,
 // hand-built ties at the K-th value, the route counters on 16-bit rows, and
 // the contract checks of the score pointer and type.
 #include <cstdint>
@@ -41,8 +41,9 @@ std::string Name(const ::testing::TestParamInfo<ScoreType>& info) {
 
 class Cpu16BitTest : public ::testing::TestWithParam<ScoreType> {};
 
-// NaN patterns of each type, including the ones that share +inf's or -inf's
-// coarse bin (BF16 0x7F81 is in +inf's bin 3), on and off the strided view.
+// NaN patterns of each type, including the ones next to the infinities'
+// patterns (BF16 0x7F81, FP16 0x7C01) and negative ones, on and off the
+// strided view.
 TEST_P(Cpu16BitTest, NanInValidPrefixIsReportedPerRow) {
   const ScoreType dtype = GetParam();
   const bool bf16 = dtype == ScoreType::kBFloat16;
@@ -65,7 +66,7 @@ TEST_P(Cpu16BitTest, NanInValidPrefixIsReportedPerRow) {
   m.bits[2 * width + 45000] = quiet_nan;           // beyond L: padding, ignored
   m.bits[3 * width + 49] = quiet_nan;              // short row (L <= K), last valid value
   m.bits[4 * width + 49999] = negative_nan;        // negative NaN, last valid value
-  m.bits[6 * width + 6 * 37 % 64] = negative_nan;  // on row 6's view, in -inf's coarse bin
+  m.bits[6 * width + 6 * 37 % 64] = negative_nan;  // on row 6's strided view
   for (bool sampling : {true, false}) {
     CpuSelector selector(CpuSelectorConfig{.threads = 2, .enable_sampling = sampling});
     const Selection got = RunSelector(selector, m.batch(), k, {});

@@ -49,17 +49,17 @@ bool IsNan16(uint16_t h, const Format& f) {
   return f.type == ScoreType::kBFloat16 ? IsBf16Nan(h) : IsFp16Nan(h);
 }
 float Cutoff(uint32_t b, const Format& f) {
-  return f.type == ScoreType::kBFloat16 ? Coarse16CutoffBf16(b) : Coarse16CutoffFp16(b);
+  return f.type == ScoreType::kBFloat16 ? CoarseCutoffBf16(b) : CoarseCutoffFp16(b);
 }
 uint16_t CutoffBits(uint32_t b, const Format& f) {
-  return f.type == ScoreType::kBFloat16 ? Coarse16CutoffBitsBf16(b) : Coarse16CutoffBitsFp16(b);
+  return f.type == ScoreType::kBFloat16 ? CoarseCutoffBitsBf16(b) : CoarseCutoffBitsFp16(b);
 }
-uint32_t PlusInfBin(const Format& f) {
-  return f.type == ScoreType::kBFloat16 ? kCoarse16OfPlusInfBf16 : kCoarse16OfPlusInfFp16;
+uint32_t Coarse16(uint16_t h, const Format& f) {
+  return f.type == ScoreType::kBFloat16 ? CoarseOfBf16(h) : CoarseOfFp16(h);
 }
-uint32_t MinusInfBin(const Format& f) {
-  return f.type == ScoreType::kBFloat16 ? kCoarse16OfMinusInfBf16 : kCoarse16OfMinusInfFp16;
-}
+// Every type shares the FP32 coarse map's bins of the infinities.
+uint32_t PlusInfBin(const Format&) { return kCoarseOfPlusInf; }
+uint32_t MinusInfBin(const Format&) { return kCoarseOfMinusInf; }
 uint16_t PlusInf(const Format& f) { return f.type == ScoreType::kBFloat16 ? 0x7F80u : 0x7C00u; }
 
 // Every non-NaN pattern, sorted by its decoded value descending.
@@ -129,23 +129,21 @@ TEST_P(KeyMaps16Test, CoarseIsMonotoneAndBoundedByTheInfinities) {
   const Format f = GetParam();
   const std::vector<uint16_t> sorted = NonNanPatternsDescending(f);
   for (size_t j = 1; j < sorted.size(); ++j) {
-    ASSERT_LE(Coarse16(sorted[j - 1]), Coarse16(sorted[j])) << std::hex << sorted[j];
+    ASSERT_LE(Coarse16(sorted[j - 1], f), Coarse16(sorted[j], f)) << std::hex << sorted[j];
   }
-  EXPECT_EQ(Coarse16(PlusInf(f)), PlusInfBin(f));
-  EXPECT_EQ(Coarse16(PlusInf(f) | 0x8000u), MinusInfBin(f));
-  EXPECT_EQ(Coarse16(0x8000u), Coarse16(0x0000u));
+  EXPECT_EQ(Coarse16(PlusInf(f), f), PlusInfBin(f));
+  EXPECT_EQ(Coarse16(PlusInf(f) | 0x8000u, f), MinusInfBin(f));
+  EXPECT_EQ(Coarse16(0x8000u, f), Coarse16(0x0000u, f));
   for (uint16_t h : sorted) {
-    ASSERT_GE(Coarse16(h), PlusInfBin(f));
-    ASSERT_LE(Coarse16(h), MinusInfBin(f));
-    ASSERT_LT(Coarse16(h), static_cast<uint32_t>(kCoarseBins));
-    // FP16's coarse bin is the FP32 coarse map's bin of the same value.
-    if (f.type == ScoreType::kFloat16) {
-      ASSERT_EQ(Coarse16(h), Coarse(Widen(h, f))) << std::hex << h;
-    }
+    ASSERT_GE(Coarse16(h, f), PlusInfBin(f));
+    ASSERT_LE(Coarse16(h, f), MinusInfBin(f));
+    ASSERT_LT(Coarse16(h, f), static_cast<uint32_t>(kCoarseBins));
+    // The coarse bin is the FP32 coarse map's bin of the same value.
+    ASSERT_EQ(Coarse16(h, f), Coarse(Widen(h, f))) << std::hex << h;
   }
 }
 
-// {h : widen(h) >= Cutoff(b)} == {h : Coarse16(h) <= b} for every bin b. Both
+// {h : widen(h) >= Cutoff(b)} == {h : coarse(h) <= b} for every bin b. Both
 // sets are prefixes of the descending order (the second by the monotonicity
 // tested above), so equal sizes mean equal sets.
 TEST_P(KeyMaps16Test, CutoffAdmitsExactlyTheBinsUpToB) {
@@ -155,7 +153,7 @@ TEST_P(KeyMaps16Test, CutoffAdmitsExactlyTheBinsUpToB) {
   std::vector<int64_t> in_bin(kCoarseBins, 0);
   for (size_t j = 0; j < sorted.size(); ++j) {
     values[j] = Decode(sorted[j], f);
-    ++in_bin[Coarse16(sorted[j])];
+    ++in_bin[Coarse16(sorted[j], f)];
   }
   int64_t at_or_before = 0;
   for (uint32_t b = 0; b < static_cast<uint32_t>(kCoarseBins); ++b) {

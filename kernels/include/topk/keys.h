@@ -161,14 +161,16 @@ TOPK_HD float CoarseCutoff(uint32_t b) {
 // is, so one descending key serves both: Key16(h) orders raw patterns exactly
 // as their FP32 widenings order, -0 canonicalised to +0. Widening to FP32 is
 // exact for both types (BF16 is FP32's top half; every FP16 value, subnormals
-// included, is an FP32 normal or zero), so a raw float compare on widened
-// values admits exactly an upper set of the Key16 order, as for FP32.
+// included, is an FP32 normal or zero).
 //
-// Coarse16(h) = Key16(h) >> 5 keeps the top 11 key bits, the same 2048 bins as
-// the FP32 coarse map: for FP16 it is exactly Coarse(widened h) (sign, 5
-// exponent, 5 mantissa bits); for BF16 it is sign, 8 exponent and 2 mantissa
-// bits: quarter-octave bins over BF16's full range. The refinement then has
-// only the 5 remaining key bits to resolve.
+// The coarse bin of a 16-bit value is the FP32 coarse map of the same value,
+// so all three types share the 2048 bins, the infinities' bins and NaN's
+// bins outside them. For FP16 that is simply Key16(h) >> 5 (sign, 5 exponent,
+// 5 mantissa bits); for BF16 it rounds the widened value to FP16, which keeps
+// 1/32-octave bins where scores live (a BF16-only map, Key16 >> 5, would
+// have quarter-octave bins and admit about twice the candidates on indexer
+// rows), at the price that BF16 magnitudes beyond FP16's range share the
+// infinities' and zero's bins, as such FP32 values do.
 
 TOPK_HD float Bf16BitsToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
 
@@ -215,36 +217,33 @@ TOPK_HD uint16_t BitsOfDescendingKey16(uint32_t key) {
 }
 
 TOPK_HD uint32_t Key16(uint16_t h) { return DescendingKey16OfBits(h == 0x8000u ? 0u : h); }
-TOPK_HD uint32_t Coarse16(uint16_t h) { return Key16(h) >> 5; }
 
-// Coarse16 bins of +inf and -inf per type: every non-NaN value's bin lies in
-// between (FP16's are FP32's: the FP32 coarse map is the FP16 one).
-inline constexpr uint32_t kCoarse16OfPlusInfBf16 = 3;      // Key16(0x7F80) = 0x007F
-inline constexpr uint32_t kCoarse16OfMinusInfBf16 = 2044;  // Key16(0xFF80) = 0xFF80
-inline constexpr uint32_t kCoarse16OfPlusInfFp16 = kCoarseOfPlusInf;
-inline constexpr uint32_t kCoarse16OfMinusInfFp16 = kCoarseOfMinusInf;
+TOPK_HD uint32_t CoarseOfFp16(uint16_t h) { return Key16(h) >> 5; }
+TOPK_HD uint32_t CoarseOfBf16(uint16_t h) { return Coarse(Bf16BitsToFloat(h)); }
 
-// The smallest 16-bit pattern whose Coarse16 bin is <= b, so that
-// {h : widen(h) >= widen(cutoff)} == {h : Coarse16(h) <= b} for every non-NaN
-// h. The bins of the infinities also hold NaN patterns, hence the clamps:
-// below +inf's bin the cutoff is the NaN 0x7FFF (admits nothing), from -inf's
-// bin on it is -inf (admits everything). The largest key of bin b is
-// (b << 5) | 31; when that is +0's key, -0 ties with it, as it must.
-TOPK_HD uint16_t Coarse16CutoffBits(uint32_t b, uint32_t plus_inf_bin, uint32_t minus_inf_bin,
-                                    uint16_t minus_inf) {
-  if (b < plus_inf_bin) return 0x7FFFu;
-  if (b >= minus_inf_bin) return minus_inf;
+// The smallest 16-bit pattern whose coarse bin is <= b, so that
+// {h : widen(h) >= widen(cutoff)} == {h : coarse(h) <= b} for every non-NaN
+// h. Below +inf's bin the cutoff is the NaN 0x7FFF (admits nothing); from
+// -inf's bin on it is -inf (admits everything). FP16: the largest key of bin
+// b is (b << 5) | 31 (when that is +0's key, -0 ties with it, as it must).
+// BF16: the FP32 cutoff rounded up to the BF16 grid (toward +inf), since
+// {x >= c} holds the same BF16 values as {x >= the smallest BF16 >= c}.
+TOPK_HD uint16_t CoarseCutoffBitsFp16(uint32_t b) {
+  if (b < kCoarseOfPlusInf) return 0x7FFFu;
+  if (b >= kCoarseOfMinusInf) return 0xFC00u;
   return BitsOfDescendingKey16((b << 5) | 31u);
 }
-TOPK_HD uint16_t Coarse16CutoffBitsBf16(uint32_t b) {
-  return Coarse16CutoffBits(b, kCoarse16OfPlusInfBf16, kCoarse16OfMinusInfBf16, 0xFF80u);
-}
-TOPK_HD uint16_t Coarse16CutoffBitsFp16(uint32_t b) {
-  return Coarse16CutoffBits(b, kCoarse16OfPlusInfFp16, kCoarse16OfMinusInfFp16, 0xFC00u);
+TOPK_HD uint16_t CoarseCutoffBitsBf16(uint32_t b) {
+  if (b < kCoarseOfPlusInf) return 0x7FFFu;
+  if (b >= kCoarseOfMinusInf) return 0xFF80u;
+  const uint32_t u = FloatBits(CoarseCutoff(b));
+  const bool exact = (u & 0xFFFFu) == 0;
+  const bool positive = (u & 0x80000000u) == 0;
+  return static_cast<uint16_t>((u >> 16) + (!exact && positive ? 1u : 0u));
 }
 // The same cutoffs widened to FP32 (NaN below +inf's bin).
-TOPK_HD float Coarse16CutoffBf16(uint32_t b) { return Bf16BitsToFloat(Coarse16CutoffBitsBf16(b)); }
-TOPK_HD float Coarse16CutoffFp16(uint32_t b) { return Fp16BitsToFloat(Coarse16CutoffBitsFp16(b)); }
+TOPK_HD float CoarseCutoffBf16(uint32_t b) { return Bf16BitsToFloat(CoarseCutoffBitsBf16(b)); }
+TOPK_HD float CoarseCutoffFp16(uint32_t b) { return Fp16BitsToFloat(CoarseCutoffBitsFp16(b)); }
 
 // A two's-complement rank of a sign-magnitude 16-bit pattern: larger value,
 // larger rank; -0 and +0 both rank 0. NaN patterns rank beyond the

@@ -27,8 +27,8 @@ struct Fp32Scores {
 };
 
 // The 16-bit types key into the top half of a 32-bit key, so the 11/11/10
-// refinement runs unchanged: its first digit is the coarse bin, the second
-// holds the 5 remaining key bits, and the third (all zero) is skipped. Their
+// refinement runs unchanged: two digits cover the 16 key bits, and the third
+// (all zero) is skipped. Their
 // ranks do not order NaN below everything: callers mask NaN first.
 struct Bf16Scores {
   using Storage = uint16_t;
@@ -38,9 +38,9 @@ struct Bf16Scores {
   static constexpr uint16_t kInfMagnitude = 0x7F80u;
   static bool IsNan(uint16_t h) { return IsBf16Nan(h); }
   static int32_t RankOf(uint16_t h) { return Rank16(h); }
-  static int32_t CutoffRank(uint32_t b) { return Rank16(Coarse16CutoffBitsBf16(b)); }
+  static int32_t CutoffRank(uint32_t b) { return Rank16(CoarseCutoffBitsBf16(b)); }
   static uint32_t Key(uint16_t h) { return Key16(h) << 16; }
-  static uint32_t Coarse(uint16_t h) { return Coarse16(h); }
+  static uint32_t Coarse(uint16_t h) { return CoarseOfBf16(h); }
 };
 
 struct Fp16Scores {
@@ -51,9 +51,9 @@ struct Fp16Scores {
   static constexpr uint16_t kInfMagnitude = 0x7C00u;
   static bool IsNan(uint16_t h) { return IsFp16Nan(h); }
   static int32_t RankOf(uint16_t h) { return Rank16(h); }
-  static int32_t CutoffRank(uint32_t b) { return Rank16(Coarse16CutoffBitsFp16(b)); }
+  static int32_t CutoffRank(uint32_t b) { return Rank16(CoarseCutoffBitsFp16(b)); }
   static uint32_t Key(uint16_t h) { return Key16(h) << 16; }
-  static uint32_t Coarse(uint16_t h) { return Coarse16(h); }
+  static uint32_t Coarse(uint16_t h) { return CoarseOfFp16(h); }
 };
 
 }  // namespace topk::cpu
