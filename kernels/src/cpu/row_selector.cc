@@ -204,15 +204,26 @@ void Refine(const typename Scores::Storage* x, int32_t* frontier, int64_t n, int
   emit.EmitAll(cur, std::min(quota, n));
 }
 
-// Histograms the coarse bins of x[0, length); false on a NaN. FP32 counts
-// NaN in bin 15, outside the non-NaN range [31, 2016], so the vector
-// histogram detects it without another pass. The 16-bit maps share the
-// infinities' bins with NaN patterns, so those rows test each value.
+// Histograms the coarse bins of x[0, length); false on a NaN. The FP32
+// histogram counts NaN in bin 15, outside the non-NaN range [31, 2016], so it
+// detects NaN without another pass; BF16 values go through it too, widened a
+// block at a time (their bin is the FP32 map's, and the vector FP16 rounding
+// is the costly part). FP16's map is the key's top bits, cheap one by one, but
+// it puts positive NaN next to +inf's bin, so those rows test each value.
 template <typename Scores>
 bool CoarseHistogramOfRow(const typename Scores::Storage* x, int32_t length, uint32_t* histogram) {
   std::fill(histogram, histogram + kCoarseBins, 0u);
   if constexpr (std::is_same_v<Scores, Fp32Scores>) {
     AddCoarseHistogram(x, length, histogram);
+    return histogram[15] == 0;
+  } else if constexpr (std::is_same_v<Scores, Bf16Scores>) {
+    constexpr int32_t kBlock = 256;
+    float widened[kBlock];
+    for (int32_t begin = 0; begin < length; begin += kBlock) {
+      const int32_t n = std::min(kBlock, length - begin);
+      for (int32_t j = 0; j < n; ++j) widened[j] = Bf16BitsToFloat(x[begin + j]);
+      AddCoarseHistogram(widened, n, histogram);
+    }
     return histogram[15] == 0;
   } else {
     bool nan = false;
