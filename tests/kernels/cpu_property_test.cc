@@ -1,6 +1,7 @@
-// Seeded property test: >= 100,000 rows of mixed widths, distributions, K and
-// options; every output through the verifier, every tenth chunk also equal to
-// the reference in deterministic mode.
+// Seeded property test, per score type: >= 100,000 rows of mixed widths,
+// distributions, K and options; every output through the verifier, every
+// tenth chunk also equal to the reference in deterministic mode.
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -14,7 +15,10 @@ uint64_t Next(uint64_t& state) {
   return state >> 17;
 }
 
-TEST(CpuPropertyTest, HundredThousandRowsAgainstVerifierAndReference) {
+class CpuPropertyTest : public ::testing::TestWithParam<ScoreType> {};
+
+TEST_P(CpuPropertyTest, HundredThousandRowsAgainstVerifierAndReference) {
+  const ScoreType dtype = GetParam();
   CpuSelector selector(CpuSelectorConfig{.threads = 2});
   uint64_t state = 20261129;
   const int32_t ks[] = {1, 3, 16, 100, 256, 1000, 2048, 3000};
@@ -39,6 +43,7 @@ TEST(CpuPropertyTest, HundredThousandRowsAgainstVerifierAndReference) {
     spec.k = ks[Next(state) % std::size(ks)];
     spec.layout = Next(state) % 2 ? Layout::kPacked : Layout::kPitched;
     spec.seed = Next(state);
+    spec.dtype = dtype;
     const SelectOptions options{.sorted = Next(state) % 4 == 0,
                                 .deterministic = Next(state) % 2 == 0};
     const ScoreMatrix m = Generate(spec);
@@ -46,8 +51,9 @@ TEST(CpuPropertyTest, HundredThousandRowsAgainstVerifierAndReference) {
     ASSERT_TRUE(got.status.ok()) << got.status;
     const absl::Status v =
         VerifySelection(m.batch(), spec.k, options, got.indices.data(), got.row_status.data());
-    ASSERT_TRUE(v.ok()) << "chunk " << chunk << " " << DistributionName(spec.distribution)
-                        << " width " << spec.width << " k " << spec.k << ": " << v;
+    ASSERT_TRUE(v.ok()) << ScoreTypeName(dtype) << " chunk " << chunk << " "
+                        << DistributionName(spec.distribution) << " width " << spec.width << " k "
+                        << spec.k << ": " << v;
     if (chunk % 10 == 0 && options.deterministic) {
       ASSERT_EQ(got.indices, RunReference(m.batch(), spec.k, options).indices) << chunk;
     }
@@ -56,6 +62,11 @@ TEST(CpuPropertyTest, HundredThousandRowsAgainstVerifierAndReference) {
   }
   EXPECT_GE(rows, 100000);
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, CpuPropertyTest, ::testing::ValuesIn(kAllScoreTypes),
+                         [](const ::testing::TestParamInfo<ScoreType>& info) {
+                           return std::string(ScoreTypeName(info.param));
+                         });
 
 }  // namespace
 }  // namespace topk::testing

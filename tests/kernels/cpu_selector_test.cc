@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,17 +17,20 @@ namespace {
 
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 
-std::string Describe(Distribution d, LengthPattern p, int32_t k, const SelectOptions& o) {
-  return absl::StrCat(std::string(DistributionName(d)), " lengths=", static_cast<int>(p), " k=", k,
-                      o.sorted ? " sorted" : "", o.deterministic ? " deterministic" : "");
+std::string Describe(ScoreType t, Distribution d, LengthPattern p, int32_t k,
+                     const SelectOptions& o) {
+  return absl::StrCat(std::string(ScoreTypeName(t)), " ", std::string(DistributionName(d)),
+                      " lengths=", static_cast<int>(p), " k=", k, o.sorted ? " sorted" : "",
+                      o.deterministic ? " deterministic" : "");
 }
 
-// K x every distribution x every length pattern, both modes. Rows are wide
-// enough (>= kMinSampledWidth) for the sampled path wherever the view allows.
-class EdgeCaseTest : public ::testing::TestWithParam<int32_t> {};
+// Score type x K x every distribution x every length pattern, both modes.
+// Rows are wide enough (>= kMinSampledWidth) for the sampled path wherever
+// the view allows.
+class EdgeCaseTest : public ::testing::TestWithParam<std::tuple<ScoreType, int32_t>> {};
 
 TEST_P(EdgeCaseTest, AllDistributionsAndLengthPatterns) {
-  const int32_t k = GetParam();
+  const auto [dtype, k] = GetParam();
   CpuSelector selector(CpuSelectorConfig{.threads = 2});
   const int64_t width = std::max<int64_t>(3LL * k + 17, kMinSampledWidth + 3000);
   for (Distribution d : kAllDistributions) {
@@ -37,24 +41,31 @@ TEST_P(EdgeCaseTest, AllDistributionsAndLengthPatterns) {
                          .rows = 6,
                          .width = width,
                          .k = k,
-                         .seed = static_cast<uint64_t>(k) * 131 + static_cast<int>(d)};
+                         .seed = static_cast<uint64_t>(k) * 131 + static_cast<int>(d),
+                         .dtype = dtype};
       const ScoreMatrix m = Generate(spec);
       for (SelectOptions o : {SelectOptions{}, SelectOptions{.deterministic = true}}) {
         const Selection got = RunSelector(selector, m.batch(), k, o);
         ASSERT_TRUE(got.status.ok()) << got.status;
         const absl::Status v =
             VerifySelection(m.batch(), k, o, got.indices.data(), got.row_status.data());
-        ASSERT_TRUE(v.ok()) << Describe(d, p, k, o) << ": " << v;
+        ASSERT_TRUE(v.ok()) << Describe(dtype, d, p, k, o) << ": " << v;
         if (o.deterministic) {
           const Selection want = RunReference(m.batch(), k, o);
-          ASSERT_EQ(got.indices, want.indices) << Describe(d, p, k, o);
+          ASSERT_EQ(got.indices, want.indices) << Describe(dtype, d, p, k, o);
         }
       }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ks, EdgeCaseTest, ::testing::Values(1, 2, 7, 64, 512, 2048, 4096, 5000));
+INSTANTIATE_TEST_SUITE_P(TypesAndKs, EdgeCaseTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllScoreTypes),
+                                            ::testing::Values(1, 2, 7, 64, 512, 2048, 4096, 5000)),
+                         [](const ::testing::TestParamInfo<EdgeCaseTest::ParamType>& info) {
+                           return absl::StrCat(std::string(ScoreTypeName(std::get<0>(info.param))),
+                                               "_k", std::get<1>(info.param));
+                         });
 
 TEST(CpuSelectorTest, SortedModeMatchesReference) {
   CpuSelector selector(CpuSelectorConfig{.threads = 2});

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 
 #include "topk/cuda_selector.h"
 
@@ -232,6 +233,25 @@ TEST(CudaPlannerTest, RejectsBadShapesAndDevices) {
       PlanCudaSelection(ProblemShape{16, 1, int64_t{1} << 31, Layout::kPitched}, {}, d, {}).ok());
   CudaDeviceInfo none;
   EXPECT_FALSE(PlanCudaSelection(ProblemShape{16, 1, 100, Layout::kPitched}, {}, none, {}).ok());
+}
+
+// The CUDA kernels read FP32 only: 16-bit buckets are refused with
+// UNIMPLEMENTED naming the type, never planned onto FP32 kernels.
+TEST(CudaPlannerTest, RefusesSixteenBitScoresUntilTheirKernelsExist) {
+  const CudaDeviceInfo d = FakeH200();
+  for (ScoreType dtype : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
+    const absl::StatusOr<Plan> p =
+        PlanCudaSelection(ProblemShape{2048, 64, 1 << 20, Layout::kPitched, dtype}, {}, d, {});
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_NE(p.status().message().find(std::string(ScoreTypeName(dtype))), std::string::npos)
+        << p.status();
+    EXPECT_EQ(CheckCudaScoreType(dtype).code(), absl::StatusCode::kUnimplemented);
+  }
+  EXPECT_TRUE(CheckCudaScoreType(ScoreType::kFloat32).ok());
+  EXPECT_TRUE(PlanCudaSelection(
+                  ProblemShape{2048, 64, 1 << 20, Layout::kPitched, ScoreType::kFloat32}, {}, d, {})
+                  .ok());
 }
 
 TEST(CudaPlannerTest, ExplainNamesTheRoute) {

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "topk/keys.h"
 #include "topk/testing/reference.h"
+#include "topk/testing/score_types.h"
 #include "topk/testing/verifier.h"
 
 namespace topk::testing {
@@ -125,6 +126,61 @@ TEST(GeneratorsTest, GeneratedBatchesPassTheReference) {
       ASSERT_TRUE(ReferenceSelect(m.batch(), 16, det, {out.data(), nullptr}).ok());
       EXPECT_TRUE(VerifySelection(m.batch(), 16, det, out.data()).ok()) << DistributionName(d);
     }
+  }
+}
+
+// 16-bit matrices: the FP32 rows rounded to the type behind scores16, BF16
+// ties far heavier than FP32's, and subnormals that stay subnormal.
+TEST(GeneratorsTest, SixteenBitMatricesRoundTheFp32Rows) {
+  for (ScoreType dtype : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
+    for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+      GeneratorSpec spec{.distribution = Distribution::kIndexer,
+                         .lengths = LengthPattern::kRandom,
+                         .rows = 5,
+                         .width = 4000,
+                         .layout = layout,
+                         .seed = 3};
+      const ScoreMatrix wide = Generate(spec);
+      spec.dtype = dtype;
+      const ScoreMatrix narrow = Generate(spec);
+      const RowBatch b = narrow.batch();
+      EXPECT_EQ(b.dtype, dtype);
+      EXPECT_EQ(b.scores, nullptr);
+      ASSERT_EQ(b.scores16, narrow.scores16.data());
+      ASSERT_EQ(narrow.scores16.size(), wide.scores.size());
+      EXPECT_EQ(narrow.lengths, wide.lengths);
+      for (size_t i = 0; i < wide.scores.size(); ++i) {
+        ASSERT_EQ(narrow.scores16[i], NarrowScore(wide.scores[i], dtype)) << i;
+      }
+    }
+  }
+}
+
+TEST(GeneratorsTest, Bf16RowsHaveHeavyTies) {
+  GeneratorSpec spec{.distribution = Distribution::kIndexer, .rows = 1, .width = 100000};
+  const ScoreMatrix wide = Generate(spec);
+  spec.dtype = ScoreType::kBFloat16;
+  const ScoreMatrix narrow = Generate(spec);
+  const std::set<float> distinct_wide(wide.scores.begin(), wide.scores.end());
+  const std::set<uint16_t> distinct_narrow(narrow.scores16.begin(), narrow.scores16.end());
+  EXPECT_GT(distinct_wide.size(), 10 * distinct_narrow.size());
+  EXPECT_GT(distinct_narrow.size(), 10u);  // ties, yet not a constant row
+}
+
+TEST(GeneratorsTest, SixteenBitSubnormalsStaySubnormal) {
+  for (ScoreType dtype : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
+    const uint16_t exponent_mask = dtype == ScoreType::kBFloat16 ? 0x7F80u : 0x7C00u;
+    const ScoreMatrix m = Generate(
+        {.distribution = Distribution::kSubnormals, .rows = 2, .width = 5000, .dtype = dtype});
+    int64_t subnormal = 0;
+    int64_t zero = 0;
+    for (uint16_t h : m.scores16) {
+      ASSERT_EQ(h & exponent_mask, 0) << std::hex << h;
+      zero += (h & 0x7FFFu) == 0;
+      subnormal += (h & 0x7FFFu) != 0;
+    }
+    EXPECT_GT(subnormal, 8000) << ScoreTypeName(dtype);
+    EXPECT_GT(zero, 0) << ScoreTypeName(dtype);
   }
 }
 

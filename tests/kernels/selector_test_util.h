@@ -22,7 +22,7 @@ inline Selection RunSelector(Selector& selector, const RowBatch& batch, int32_t 
                              const SelectOptions& options) {
   Selection s;
   ProblemShape shape{k, std::max<int64_t>(batch.num_rows, 1), std::max<int64_t>(batch.width, 1),
-                     batch.layout};
+                     batch.layout, batch.dtype};
   absl::StatusOr<Plan> plan = selector.MakePlan(shape, options);
   if (!plan.ok()) {
     s.status = plan.status();

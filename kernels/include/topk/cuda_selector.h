@@ -116,6 +116,11 @@ int64_t CudaSliceEntries(int32_t k);
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid);
 int64_t CudaKvRowEntries(int32_t k);
 
+// OkStatus for the score types the CUDA kernels serve (FP32); UNIMPLEMENTED,
+// naming the type, for the others, so a 16-bit batch is refused with a clear
+// status rather than read as floats. Checked by the planner and by every run.
+absl::Status CheckCudaScoreType(ScoreType dtype);
+
 // The planner: a pure host function (unit-tested without a device).
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
                                        const CudaDeviceInfo& device,

@@ -154,4 +154,104 @@ TOPK_HD float CoarseCutoff(uint32_t b) {
   return BitsToFloat(BitsOfDescendingKey(lo));
 }
 
+// ---------------------------------------------------------------------------
+// 16-bit scores (docs/design.md section 1: BF16 and FP16 rows).
+//
+// Both types are sign-magnitude with the exponent above the mantissa, as FP32
+// is, so one descending key serves both: Key16(h) orders raw patterns exactly
+// as their FP32 widenings order, -0 canonicalised to +0. Widening to FP32 is
+// exact for both types (BF16 is FP32's top half; every FP16 value, subnormals
+// included, is an FP32 normal or zero).
+//
+// The coarse bin of a 16-bit value is the FP32 coarse map of the same value,
+// so all three types share the 2048 bins, the infinities' bins and NaN's
+// bins outside them. For FP16 that is simply Key16(h) >> 5 (sign, 5 exponent,
+// 5 mantissa bits); for BF16 it rounds the widened value to FP16, which keeps
+// 1/32-octave bins where scores live (a BF16-only map, Key16 >> 5, would
+// have quarter-octave bins and admit about twice the candidates on indexer
+// rows), at the price that BF16 magnitudes beyond FP16's range share the
+// infinities' and zero's bins, as such FP32 values do.
+
+TOPK_HD float Bf16BitsToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
+
+// Exact FP16 -> FP32 in integer arithmetic (the host has no portable FP16
+// type; the device uses the conversion instruction).
+TOPK_HD float Fp16BitsToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  uint32_t mantissa = h & 0x3FFu;
+  if (exponent == 0x1Fu) return BitsToFloat(sign | 0x7F800000u | (mantissa << 13));  // inf, NaN
+  if (exponent != 0) return BitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return BitsToFloat(sign);  // signed zero
+  // Subnormal: shift the leading one into the implicit position.
+  uint32_t e = 113;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --e;
+  }
+  return BitsToFloat(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
+#endif
+}
+
+// FP32 -> BF16 bits, round to nearest even, overflow to infinity; NaN stays a
+// (quiet) NaN of the same sign.
+TOPK_HD uint16_t Bf16BitsRoundNearest(float f) {
+  const uint32_t x = FloatBits(f);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  return static_cast<uint16_t>((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
+}
+
+// Exponent-all-ones with a nonzero fraction: 0x7F80 / 0x7C00 are the
+// infinities' magnitudes.
+TOPK_HD bool IsBf16Nan(uint16_t h) { return (h & 0x7FFFu) > 0x7F80u; }
+TOPK_HD bool IsFp16Nan(uint16_t h) { return (h & 0x7FFFu) > 0x7C00u; }
+
+// Descending key of raw 16-bit patterns (no zero canonicalisation).
+TOPK_HD uint32_t DescendingKey16OfBits(uint32_t h) { return (h & 0x8000u) ? h : (0x7FFFu - h); }
+// Inverse of DescendingKey16OfBits.
+TOPK_HD uint16_t BitsOfDescendingKey16(uint32_t key) {
+  return static_cast<uint16_t>((key & 0x8000u) ? key : (0x7FFFu - key));
+}
+
+TOPK_HD uint32_t Key16(uint16_t h) { return DescendingKey16OfBits(h == 0x8000u ? 0u : h); }
+
+TOPK_HD uint32_t CoarseOfFp16(uint16_t h) { return Key16(h) >> 5; }
+TOPK_HD uint32_t CoarseOfBf16(uint16_t h) { return Coarse(Bf16BitsToFloat(h)); }
+
+// The smallest 16-bit pattern whose coarse bin is <= b, so that
+// {h : widen(h) >= widen(cutoff)} == {h : coarse(h) <= b} for every non-NaN
+// h. Below +inf's bin the cutoff is the NaN 0x7FFF (admits nothing); from
+// -inf's bin on it is -inf (admits everything). FP16: the largest key of bin
+// b is (b << 5) | 31 (when that is +0's key, -0 ties with it, as it must).
+// BF16: the FP32 cutoff rounded up to the BF16 grid (toward +inf), since
+// {x >= c} holds the same BF16 values as {x >= the smallest BF16 >= c}.
+TOPK_HD uint16_t CoarseCutoffBitsFp16(uint32_t b) {
+  if (b < kCoarseOfPlusInf) return 0x7FFFu;
+  if (b >= kCoarseOfMinusInf) return 0xFC00u;
+  return BitsOfDescendingKey16((b << 5) | 31u);
+}
+TOPK_HD uint16_t CoarseCutoffBitsBf16(uint32_t b) {
+  if (b < kCoarseOfPlusInf) return 0x7FFFu;
+  if (b >= kCoarseOfMinusInf) return 0xFF80u;
+  const uint32_t u = FloatBits(CoarseCutoff(b));
+  const bool exact = (u & 0xFFFFu) == 0;
+  const bool positive = (u & 0x80000000u) == 0;
+  return static_cast<uint16_t>((u >> 16) + (!exact && positive ? 1u : 0u));
+}
+// The same cutoffs widened to FP32 (NaN below +inf's bin).
+TOPK_HD float CoarseCutoffBf16(uint32_t b) { return Bf16BitsToFloat(CoarseCutoffBitsBf16(b)); }
+TOPK_HD float CoarseCutoffFp16(uint32_t b) { return Fp16BitsToFloat(CoarseCutoffBitsFp16(b)); }
+
+// A two's-complement rank of a sign-magnitude 16-bit pattern: larger value,
+// larger rank; -0 and +0 both rank 0. NaN patterns rank beyond the
+// infinities, so callers mask NaN before comparing ranks. Lets the CPU admit
+// 16-bit values with integer compares, 8 per SSE2 register, without widening.
+TOPK_HD int32_t Rank16(uint16_t h) {
+  const int32_t magnitude = h & 0x7FFF;
+  return (h & 0x8000u) ? -magnitude : magnitude;
+}
+
 }  // namespace topk

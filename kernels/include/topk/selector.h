@@ -22,6 +22,7 @@ struct ProblemShape {
   int64_t max_rows = 0;   // M_cap
   int64_t max_width = 0;  // N_cap
   Layout layout = Layout::kPitched;
+  ScoreType dtype = ScoreType::kFloat32;
 };
 
 // Which kernel family (or CPU route) a plan runs.
@@ -79,15 +80,16 @@ class Selector {
 };
 
 // Host-side checks of a batch against the contract: k >= 1, num_rows >= 0,
-// pointers present, pitch >= width for pitched rows, 0 <= L_r <= width.
+// a known dtype, the score pointer of that dtype present and the other null,
+// pitch >= width for pitched rows, 0 <= L_r <= width.
 // Messages name the field and the row, e.g. "lengths[3] = -2 is negative".
 // Needs host-readable lengths (and offsets).
 absl::Status ValidateBatch(const RowBatch& batch, int32_t k);
 
-// Checks a shape bucket: k >= 1, max_rows >= 1, max_width >= 1.
+// Checks a shape bucket: k >= 1, max_rows >= 1, max_width >= 1, a known dtype.
 absl::Status ValidateShape(const ProblemShape& shape);
 
-// Checks that a batch fits a plan's bucket (rows, width, layout).
+// Checks that a batch fits a plan's bucket (rows, width, layout, dtype).
 absl::Status CheckBatchFitsPlan(const Plan& plan, const RowBatch& batch);
 
 }  // namespace topk

@@ -12,17 +12,23 @@
 extern "C" {
 #endif
 
-#define TOPK_C_API_VERSION 1
+/* 2: score types (topk_plan_create_v2, topk_select_v2). Version 1 callers
+ * keep working unchanged: their plans are FP32. */
+#define TOPK_C_API_VERSION 2
 
 typedef enum {
   TOPK_OK = 0,
   TOPK_ERROR_INVALID_ARGUMENT = 1,
   TOPK_ERROR_NO_DEVICE = 2,
   TOPK_ERROR_DEVICE = 3,
-  TOPK_ERROR_INTERNAL = 4
+  TOPK_ERROR_INTERNAL = 4,
+  TOPK_ERROR_UNIMPLEMENTED = 5 /* e.g. a score type the CUDA kernels do not serve yet */
 } topk_status;
 
 typedef enum { TOPK_LAYOUT_PITCHED = 0, TOPK_LAYOUT_PACKED = 1 } topk_layout;
+
+/* Element type of the scores (the values of topk::ScoreType). */
+typedef enum { TOPK_DTYPE_FP32 = 0, TOPK_DTYPE_BF16 = 1, TOPK_DTYPE_FP16 = 2 } topk_dtype;
 
 /* Option bits. */
 #define TOPK_OPT_SORTED 1u        /* value descending, ties by index */
@@ -38,9 +44,15 @@ typedef struct topk_plan topk_plan;
 
 int topk_api_version(void);
 
-/* Plans a shape bucket: any live rows <= max_rows, any length <= max_width. */
+/* Plans a shape bucket: any live rows <= max_rows, any length <= max_width;
+ * FP32 scores. */
 int topk_plan_create(int device, int32_t k, int64_t max_rows, int64_t max_width, int layout,
                      unsigned options, topk_plan** plan);
+/* The same for scores of type `dtype` (a topk_dtype). This build's kernels
+ * serve TOPK_DTYPE_FP32 only: the 16-bit types return
+ * TOPK_ERROR_UNIMPLEMENTED. */
+int topk_plan_create_v2(int device, int32_t k, int64_t max_rows, int64_t max_width, int layout,
+                        int dtype, unsigned options, topk_plan** plan);
 void topk_plan_destroy(topk_plan* plan);
 size_t topk_plan_workspace_bytes(const topk_plan* plan);
 /* One line: route, stride, grid, workspace. Valid until topk_plan_destroy. */
@@ -54,6 +66,13 @@ int topk_select(const topk_plan* plan, const float* scores, int64_t pitch,
                 const int64_t* row_offsets, const int32_t* lengths, int64_t num_rows, int64_t width,
                 int32_t* indices, uint8_t* row_status, void* workspace, size_t workspace_bytes,
                 void* stream);
+/* The same for a plan of any dtype: scores points at elements of the plan's
+ * type (2-byte aligned for the 16-bit types); pitch and row_offsets count
+ * elements. */
+int topk_select_v2(const topk_plan* plan, const void* scores, int64_t pitch,
+                   const int64_t* row_offsets, const int32_t* lengths, int64_t num_rows,
+                   int64_t width, int32_t* indices, uint8_t* row_status, void* workspace,
+                   size_t workspace_bytes, void* stream);
 
 /* Message of the last failed call on this thread ("" if none). */
 const char* topk_last_error(void);

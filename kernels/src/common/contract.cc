@@ -3,6 +3,36 @@
 #include "topk/selector.h"
 
 namespace topk {
+namespace {
+
+absl::Status ValidateScoreType(ScoreType dtype) {
+  for (ScoreType known : kAllScoreTypes) {
+    if (dtype == known) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype = %d: not fp32 (0), bf16 (1) or fp16 (2)", static_cast<int>(dtype)));
+}
+
+// Exactly the pointer of the batch's type: a 16-bit batch read through the
+// FP32 pointer (or the reverse) would select from the wrong bytes.
+absl::Status ValidateScorePointers(const RowBatch& batch) {
+  const bool wide = batch.dtype == ScoreType::kFloat32;
+  const bool present = wide ? batch.scores != nullptr : batch.scores16 != nullptr;
+  const bool other = wide ? batch.scores16 != nullptr : batch.scores != nullptr;
+  if (other) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s: set for a %s batch (use %s)", wide ? "scores16" : "scores",
+                        ScoreTypeName(batch.dtype), wide ? "scores" : "scores16"));
+  }
+  if (!present && batch.width > 0) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: null pointer for a %s batch",
+                                                      wide ? "scores" : "scores16",
+                                                      ScoreTypeName(batch.dtype)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateShape(const ProblemShape& shape) {
   if (shape.k < 1) {
@@ -16,7 +46,7 @@ absl::Status ValidateShape(const ProblemShape& shape) {
     return absl::InvalidArgumentError(
         absl::StrFormat("max_width = %d: must be >= 1", shape.max_width));
   }
-  return absl::OkStatus();
+  return ValidateScoreType(shape.dtype);
 }
 
 absl::Status ValidateBatch(const RowBatch& batch, int32_t k) {
@@ -28,11 +58,10 @@ absl::Status ValidateBatch(const RowBatch& batch, int32_t k) {
   if (batch.width < 0) {
     return absl::InvalidArgumentError(absl::StrFormat("width = %d: must be >= 0", batch.width));
   }
+  if (absl::Status s = ValidateScoreType(batch.dtype); !s.ok()) return s;
   if (batch.num_rows == 0) return absl::OkStatus();
   if (batch.lengths == nullptr) return absl::InvalidArgumentError("lengths: null pointer");
-  if (batch.scores == nullptr && batch.width > 0) {
-    return absl::InvalidArgumentError("scores: null pointer");
-  }
+  if (absl::Status s = ValidateScorePointers(batch); !s.ok()) return s;
   if (batch.layout == Layout::kPitched) {
     if (batch.pitch < batch.width) {
       return absl::InvalidArgumentError(
@@ -70,6 +99,11 @@ absl::Status CheckBatchFitsPlan(const Plan& plan, const RowBatch& batch) {
   }
   if (batch.layout != plan.shape.layout) {
     return absl::InvalidArgumentError("layout: differs from the plan's layout");
+  }
+  if (batch.dtype != plan.shape.dtype) {
+    return absl::InvalidArgumentError(absl::StrFormat("dtype = %s: the plan was made for %s",
+                                                      ScoreTypeName(batch.dtype),
+                                                      ScoreTypeName(plan.shape.dtype)));
   }
   return absl::OkStatus();
 }

@@ -26,12 +26,12 @@ std::string_view RouteName(Route route) {
 
 std::string Plan::Explain() const {
   return absl::StrFormat(
-      "K=%d M_cap=%d N_cap=%d layout=%s -> route=%s stride=%d split=%d grid=%d block=%d "
+      "K=%d M_cap=%d N_cap=%d layout=%s dtype=%s -> route=%s stride=%d split=%d grid=%d block=%d "
       "workspace=%d B%s%s",
       shape.k, shape.max_rows, shape.max_width,
-      shape.layout == Layout::kPitched ? "pitched" : "packed", RouteName(route), sample_stride,
-      split, grid, block, workspace_bytes, options.sorted ? " sorted" : "",
-      options.deterministic ? " deterministic" : "");
+      shape.layout == Layout::kPitched ? "pitched" : "packed", ScoreTypeName(shape.dtype),
+      RouteName(route), sample_stride, split, grid, block, workspace_bytes,
+      options.sorted ? " sorted" : "", options.deterministic ? " deterministic" : "");
 }
 
 }  // namespace topk

@@ -54,6 +54,20 @@ void Count(const cpu::RowResult& result, CpuRouteStats& stats) {
   stats.candidates += result.candidates;
 }
 
+cpu::RowResult SelectRowOfBatch(const RowBatch& batch, int64_t r, const cpu::RowParams& params,
+                                int32_t* out, cpu::RowScratch& scratch) {
+  const int32_t length = batch.lengths[r];
+  switch (batch.dtype) {
+    case ScoreType::kBFloat16:
+      return cpu::SelectRow<cpu::Bf16Scores>(batch.row16(r), length, r, params, out, scratch);
+    case ScoreType::kFloat16:
+      return cpu::SelectRow<cpu::Fp16Scores>(batch.row16(r), length, r, params, out, scratch);
+    case ScoreType::kFloat32:
+      break;
+  }
+  return cpu::SelectRow<cpu::Fp32Scores>(batch.row(r), length, r, params, out, scratch);
+}
+
 }  // namespace
 
 CpuSelector::CpuSelector(CpuSelectorConfig config)
@@ -113,7 +127,7 @@ absl::Status CpuSelector::Run(const Plan& plan, const RowBatch& batch, const Out
     for (int64_t r = next_row.fetch_add(1, std::memory_order_relaxed); r < batch.num_rows;
          r = next_row.fetch_add(1, std::memory_order_relaxed)) {
       const cpu::RowResult result =
-          cpu::SelectRow(batch.row(r), batch.lengths[r], r, params, out.indices + r * k, scratch);
+          SelectRowOfBatch(batch, r, params, out.indices + r * k, scratch);
       if (out.row_status != nullptr) out.row_status[r] = result.status;
       Count(result, stats);
     }

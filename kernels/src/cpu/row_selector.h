@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "score_traits.h"
 #include "topk/contract.h"
 #include "topk/keys.h"
 
@@ -14,7 +15,7 @@ namespace topk::cpu {
 struct RowScratch {
   std::vector<int32_t> ping;  // candidates, then frontiers (ping-pong)
   std::vector<int32_t> pong;
-  std::vector<uint32_t> keys;  // key32 of the frontier, parallel to it (ping-pong halves)
+  std::vector<uint32_t> keys;  // 32-bit keys of the frontier, parallel to it (ping-pong halves)
   std::array<uint32_t, kCoarseBins> histogram;
 
   void Reserve(int64_t width);
@@ -42,10 +43,13 @@ struct RowResult {
   int64_t candidates = 0;  // certified candidate count (sampled paths)
 };
 
-// Selects the top-k of x[0, length) into out[0, k). `row` is the row's batch
-// index: it fixes the strided view's phase. The result depends on nothing
-// else (no thread or timing input), so any thread count gives the same bits.
-RowResult SelectRow(const float* x, int32_t length, int64_t row, const RowParams& params,
-                    int32_t* out, RowScratch& scratch);
+// Selects the top-k of x[0, length) into out[0, k); Scores is one of
+// Fp32Scores, Bf16Scores, Fp16Scores (score_traits.h). `row` is the row's
+// batch index: it fixes the strided view's phase. The result depends on
+// nothing else (no thread or timing input), so any thread count gives the
+// same bits.
+template <typename Scores>
+RowResult SelectRow(const typename Scores::Storage* x, int32_t length, int64_t row,
+                    const RowParams& params, int32_t* out, RowScratch& scratch);
 
 }  // namespace topk::cpu

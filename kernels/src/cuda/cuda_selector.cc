@@ -66,6 +66,7 @@ absl::Status CheckRun(const Plan& plan, const RowBatch& batch, const OutputView&
   if (!IsCudaRoute(plan.route)) {
     return absl::InvalidArgumentError("plan: not a CUDA plan (make it with CudaSelector)");
   }
+  if (absl::Status s = CheckCudaScoreType(batch.dtype); !s.ok()) return s;
   if (absl::Status s = CheckBatchFitsPlan(plan, batch); !s.ok()) return s;
   if (batch.num_rows < 0) return absl::InvalidArgumentError("num_rows: negative");
   if (context.workspace == nullptr || context.workspace_bytes < plan.workspace_bytes) {

@@ -28,6 +28,8 @@ int Fail(const absl::Status& s) {
     case absl::StatusCode::kInternal:
     case absl::StatusCode::kResourceExhausted:
       return TOPK_ERROR_DEVICE;
+    case absl::StatusCode::kUnimplemented:
+      return TOPK_ERROR_UNIMPLEMENTED;
     default:
       return TOPK_ERROR_INTERNAL;
   }
@@ -41,10 +43,24 @@ int topk_api_version(void) { return TOPK_C_API_VERSION; }
 
 int topk_plan_create(int device, int32_t k, int64_t max_rows, int64_t max_width, int layout,
                      unsigned options, topk_plan** plan) {
+  return topk_plan_create_v2(device, k, max_rows, max_width, layout, TOPK_DTYPE_FP32, options,
+                             plan);
+}
+
+int topk_plan_create_v2(int device, int32_t k, int64_t max_rows, int64_t max_width, int layout,
+                        int dtype, unsigned options, topk_plan** plan) {
   if (plan == nullptr) return Fail(absl::InvalidArgumentError("plan: null pointer"));
   *plan = nullptr;
   if (layout != TOPK_LAYOUT_PITCHED && layout != TOPK_LAYOUT_PACKED) {
     return Fail(absl::InvalidArgumentError("layout: 0 (pitched) or 1 (packed)"));
+  }
+  if (dtype != TOPK_DTYPE_FP32 && dtype != TOPK_DTYPE_BF16 && dtype != TOPK_DTYPE_FP16) {
+    return Fail(absl::InvalidArgumentError("dtype: 0 (fp32), 1 (bf16) or 2 (fp16)"));
+  }
+  // Before any device work: a type the kernels do not serve is refused the
+  // same way on a machine with or without a GPU.
+  if (absl::Status s = topk::CheckCudaScoreType(static_cast<topk::ScoreType>(dtype)); !s.ok()) {
+    return Fail(s);
   }
   topk::CudaSelectorConfig config;
   config.device = device;
@@ -55,7 +71,9 @@ int topk_plan_create(int device, int32_t k, int64_t max_rows, int64_t max_width,
   opts.sorted = (options & TOPK_OPT_SORTED) != 0;
   opts.deterministic = (options & TOPK_OPT_DETERMINISTIC) != 0;
   auto p = (*selector)->MakePlan(
-      topk::ProblemShape{k, max_rows, max_width, static_cast<topk::Layout>(layout)}, opts);
+      topk::ProblemShape{k, max_rows, max_width, static_cast<topk::Layout>(layout),
+                         static_cast<topk::ScoreType>(dtype)},
+      opts);
   if (!p.ok()) return Fail(p.status());
   auto result = std::make_unique<topk_plan>();
   result->selector = std::move(*selector);
@@ -79,9 +97,22 @@ int topk_select(const topk_plan* plan, const float* scores, int64_t pitch,
                 const int64_t* row_offsets, const int32_t* lengths, int64_t num_rows, int64_t width,
                 int32_t* indices, uint8_t* row_status, void* workspace, size_t workspace_bytes,
                 void* stream) {
+  return topk_select_v2(plan, scores, pitch, row_offsets, lengths, num_rows, width, indices,
+                        row_status, workspace, workspace_bytes, stream);
+}
+
+int topk_select_v2(const topk_plan* plan, const void* scores, int64_t pitch,
+                   const int64_t* row_offsets, const int32_t* lengths, int64_t num_rows,
+                   int64_t width, int32_t* indices, uint8_t* row_status, void* workspace,
+                   size_t workspace_bytes, void* stream) {
   if (plan == nullptr) return Fail(absl::InvalidArgumentError("plan: null pointer"));
   topk::RowBatch batch;
-  batch.scores = scores;
+  batch.dtype = plan->plan.shape.dtype;
+  if (batch.dtype == topk::ScoreType::kFloat32) {
+    batch.scores = static_cast<const float*>(scores);
+  } else {
+    batch.scores16 = static_cast<const uint16_t*>(scores);
+  }
   batch.layout = plan->plan.shape.layout;
   batch.pitch = pitch;
   batch.row_offsets = row_offsets;

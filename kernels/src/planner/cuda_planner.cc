@@ -45,10 +45,19 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
           shape.max_rows >= kCudaSmallBlockWideMinRows);
 }
 
+absl::Status CheckCudaScoreType(ScoreType dtype) {
+  if (dtype == ScoreType::kFloat32) return absl::OkStatus();
+  return absl::UnimplementedError(
+      absl::StrFormat("dtype = %s: the CUDA backend has no 16-bit kernels yet (fp32 only; the CPU "
+                      "backend serves bf16 and fp16)",
+                      ScoreTypeName(dtype)));
+}
+
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,
                                        const CudaDeviceInfo& device,
                                        const CudaSelectorConfig& config) {
   if (absl::Status s = ValidateShape(shape); !s.ok()) return s;
+  if (absl::Status s = CheckCudaScoreType(shape.dtype); !s.ok()) return s;
   if (shape.k > kCudaMaxK) {
     return absl::InvalidArgumentError(
         absl::StrFormat("k = %d: the CUDA backend serves k <= %d", shape.k, kCudaMaxK));

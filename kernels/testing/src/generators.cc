@@ -9,6 +9,7 @@
 
 #include "topk/algorithm_constants.h"
 #include "topk/keys.h"
+#include "topk/testing/score_types.h"
 
 namespace topk::testing {
 namespace {
@@ -226,7 +227,12 @@ void FillRow(Distribution d, uint64_t seed, int64_t row, float* values, int64_t 
 
 RowBatch ScoreMatrix::batch() const {
   RowBatch b;
-  b.scores = scores.data();
+  b.dtype = dtype;
+  if (dtype == ScoreType::kFloat32) {
+    b.scores = scores.data();
+  } else {
+    b.scores16 = scores16.data();
+  }
   b.layout = layout;
   b.pitch = pitch;
   b.row_offsets = layout == Layout::kPacked ? row_offsets.data() : nullptr;
@@ -263,6 +269,26 @@ std::vector<int32_t> MakeLengths(const GeneratorSpec& spec) {
   return lengths;
 }
 
+// Rounds the FP32 matrix into the 16-bit type. FP32 subnormals would all
+// round to FP16 zeros, so kSubnormals keeps each value's sign and the top
+// bits of its mantissa as the type's own subnormal (zero stays zero).
+void NarrowMatrix(const GeneratorSpec& spec, ScoreMatrix& m) {
+  m.dtype = spec.dtype;
+  m.scores16.resize(m.scores.size());
+  const bool subnormals = spec.distribution == Distribution::kSubnormals;
+  const int mantissa_shift = spec.dtype == ScoreType::kBFloat16 ? 16 : 13;
+  for (size_t i = 0; i < m.scores.size(); ++i) {
+    const uint32_t bits = FloatBits(m.scores[i]);
+    const bool subnormal = (bits & 0x7F800000u) == 0;
+    m.scores16[i] = subnormals && subnormal
+                        ? static_cast<uint16_t>(((bits >> 16) & 0x8000u) |
+                                                ((bits & 0x7FFFFFu) >> mantissa_shift))
+                        : NarrowScore(m.scores[i], spec.dtype);
+  }
+  m.scores.clear();
+  m.scores.shrink_to_fit();
+}
+
 }  // namespace
 
 ScoreMatrix Generate(const GeneratorSpec& spec) {
@@ -296,6 +322,7 @@ ScoreMatrix Generate(const GeneratorSpec& spec) {
               spec.sample_stride);
     }
   }
+  if (spec.dtype != ScoreType::kFloat32) NarrowMatrix(spec, m);
   return m;
 }
 

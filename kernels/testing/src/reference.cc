@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "row_order.h"
+#include "topk/testing/score_types.h"
 
 namespace topk::testing {
 
@@ -25,9 +26,10 @@ absl::Status ReferenceSelect(const RowBatch& batch, int32_t k, const SelectOptio
     }
   }
   std::vector<int32_t> order;
+  std::vector<float> widened;
   for (int64_t r = 0; r < batch.num_rows; ++r) {
-    const float* row = batch.row(r);
     const int32_t length = batch.lengths[r];
+    const float* row = RowAsFloats(batch, r, length, widened);
     int32_t* dst = out.indices + r * static_cast<int64_t>(k);
     std::fill(dst, dst + k, kEmptySlot);
     if (PrefixHasNan(row, length)) {

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "row_order.h"
+#include "topk/testing/score_types.h"
 
 namespace topk::testing {
 namespace {
@@ -108,13 +109,15 @@ absl::Status VerifySelection(const RowBatch& batch, int32_t k, const SelectOptio
   if (batch.num_rows > 0 && indices == nullptr) {
     return absl::InvalidArgumentError("indices: null pointer");
   }
+  std::vector<float> widened;
   for (int64_t r = 0; r < batch.num_rows; ++r) {
-    const float* row = batch.row(r);
     const int32_t length = batch.lengths[r];
     if (length < 0 || length > batch.width) {
       return absl::InvalidArgumentError(
           absl::StrFormat("lengths[%d] = %d: outside [0, width = %d]", r, length, batch.width));
     }
+    // 16-bit rows are checked on their exact FP32 widenings.
+    const float* row = RowAsFloats(batch, r, length, widened);
     const int32_t* got = indices + r * static_cast<int64_t>(k);
     const bool has_nan = PrefixHasNan(row, length);
     if (row_status != nullptr) {

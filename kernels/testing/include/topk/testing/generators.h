@@ -56,11 +56,18 @@ struct GeneratorSpec {
   // they are ignored; NaN and huge values are both useful here.
   float padding = 1e9f;
   int32_t sample_stride = 64;  // kStridePeriodic: the stride whose view is fooled
+  // kBFloat16 / kFloat16: the FP32 rows (padding too) rounded to the type,
+  // nearest even. Rounding multiplies ties (BF16 keeps 8 significant bits);
+  // kSubnormals draws the type's own subnormals instead, which FP32's would
+  // round to zero.
+  ScoreType dtype = ScoreType::kFloat32;
 };
 
 // A host score matrix plus the lengths/offsets a RowBatch points at.
 struct ScoreMatrix {
-  std::vector<float> scores;
+  std::vector<float> scores;       // kFloat32
+  std::vector<uint16_t> scores16;  // kBFloat16 / kFloat16 (then `scores` is empty)
+  ScoreType dtype = ScoreType::kFloat32;
   std::vector<int32_t> lengths;
   std::vector<int64_t> row_offsets;  // kPacked only
   Layout layout = Layout::kPitched;
