@@ -310,5 +310,20 @@ TEST_P(CudaSelectorTest, SanitizerSmall) {
 
 INSTANTIATE_TEST_SUITE_P(KernelVariants, CudaSelectorTest, ::testing::Values(2, 4), VariantName);
 
+// The C ABI refuses a score type its kernels do not serve before any device
+// work, so this holds on a machine without a GPU too.
+TEST(CAbi, SixteenBitScoresAreUnimplementedNotWrong) {
+  for (int dtype : {TOPK_DTYPE_BF16, TOPK_DTYPE_FP16}) {
+    topk_plan* plan = nullptr;
+    EXPECT_EQ(topk_plan_create_v2(0, 64, 8, 4096, TOPK_LAYOUT_PITCHED, dtype, 0, &plan),
+              TOPK_ERROR_UNIMPLEMENTED);
+    EXPECT_EQ(plan, nullptr);
+    const std::string message = topk_last_error();
+    EXPECT_NE(message.find(dtype == TOPK_DTYPE_BF16 ? "bf16" : "fp16"), std::string::npos)
+        << message;
+  }
+  EXPECT_EQ(topk_api_version(), 2);
+}
+
 }  // namespace
 }  // namespace topk::cuda_test
