@@ -70,7 +70,10 @@ done
 python3 - "$work/constant.json" "$work/poisson.json" <<'PY'
 import json, sys
 constant, poisson = (json.load(open(p))["steps"][0] for p in sys.argv[1:])
-assert constant["arrival_cv"] < 0.3 and 0.6 < poisson["arrival_cv"] < 1.5, (constant, poisson)
+# Measured on the actual send times: a loaded machine (CI runs suites side by
+# side) makes constant gaps uneven too, so compare the two as well as bound them.
+cv_constant, cv_poisson = constant["arrival_cv"], poisson["arrival_cv"]
+assert cv_constant < 0.6 and max(0.6, cv_constant + 0.3) < cv_poisson < 1.6, (constant, poisson)
 assert poisson["requests"] > 200 and poisson["errors"] == 0, poisson
 PY
 # --connections: that many TCP connections to the server, however many callers.
