@@ -2,29 +2,15 @@
 
 #include <utility>
 
+#include "topk/cuda/device_uuid.h"
 #include "topk/cuda/status.h"
 
 namespace topk::client {
-namespace {
-
-std::string UuidText(const cudaUUID_t& uuid) {
-  std::string out = "GPU-";
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
-    out += kHex[byte >> 4];
-    out += kHex[byte & 15];
-  }
-  return out;
-}
-
-}  // namespace
 
 absl::StatusOr<GpuId> GpuOf(int ordinal) {
   cudaDeviceProp prop{};
   TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
-  return GpuId{.uuid = UuidText(prop.uuid), .ordinal = ordinal};
+  return GpuId{.uuid = cuda::DeviceUuidString(prop.uuid), .ordinal = ordinal};
 }
 
 absl::StatusOr<CudaIpcBuffer> CudaIpcBuffer::Create(size_t bytes, int device) {

@@ -15,6 +15,7 @@
 #include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
 #include "spdlog/spdlog.h"
+#include "topk/cuda/device_uuid.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda/status.h"
 #include "topk/cuda_selector.h"
@@ -348,18 +349,6 @@ class CudaDevice final : public Device {
   DeviceDescription description_;
 };
 
-std::string UuidString(const cudaUUID_t& uuid) {
-  std::string out = "GPU-";
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
-    out += kHex[byte >> 4];
-    out += kHex[byte & 15];
-  }
-  return out;
-}
-
 absl::StatusOr<std::vector<int>> UsableCudaDevicesOrCudaError() {
   int count = 0;
   TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
@@ -390,7 +379,7 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_gra
   if (!prop.ok()) return DeviceLost(prop.status());
   DeviceDescription description{.ordinal = ordinal,
                                 .name = prop->name,
-                                .uuid = UuidString(prop->uuid),
+                                .uuid = cuda::DeviceUuidString(prop->uuid),
                                 .memory_bytes = static_cast<int64_t>(prop->totalGlobalMem)};
   return std::unique_ptr<Device>(
       std::make_unique<CudaDevice>(ordinal, use_graphs, std::move(description)));

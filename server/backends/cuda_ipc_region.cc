@@ -15,12 +15,21 @@
 #include <utility>
 
 #include "spdlog/spdlog.h"
+#include "topk/cuda/device_uuid.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda/status.h"
 #endif
 
 namespace topk::server {
 namespace {
+
+// Every CUDA IPC handle (memory or event) is 64 opaque bytes.
+absl::Status CheckHandleBytes(absl::string_view handle, absl::string_view field,
+                              absl::string_view type) {
+  if (handle.size() == kCudaIpcHandleBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": ", handle.size(), " bytes, a ", type, " has ", kCudaIpcHandleBytes));
+}
 
 // A server selecting on the CPU has no GPU to open device memory on.
 absl::Status CheckServesGpus(absl::Span<const int> served, absl::string_view field) {
@@ -40,11 +49,9 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view hand
                                                           uint64_t /*byte_size*/,
                                                           const GpuName& /*device*/,
                                                           absl::Span<const int> served) {
-  if (handle.size() != kCudaIpcHandleBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.ipc_handle: ", handle.size(),
-                                                   " bytes, a cudaIpcMemHandle_t has ",
-                                                   kCudaIpcHandleBytes));
-  }
+  if (absl::Status s = CheckHandleBytes(handle, "cuda_ipc.ipc_handle", "cudaIpcMemHandle_t");
+      !s.ok())
+    return s;
   if (absl::Status s = CheckServesGpus(served, "cuda_ipc"); !s.ok()) return s;
   return absl::UnimplementedError("cuda_ipc: the server was built without CUDA");
 }
@@ -52,11 +59,10 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view hand
 absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handle,
                                                          const GpuName& /*device*/,
                                                          absl::Span<const int> served) {
-  if (handle.size() != kCudaIpcHandleBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda_event.ipc_event_handle: ", handle.size(),
-                                                   " bytes, a cudaIpcEventHandle_t has ",
-                                                   kCudaIpcHandleBytes));
-  }
+  if (absl::Status s =
+          CheckHandleBytes(handle, "cuda_event.ipc_event_handle", "cudaIpcEventHandle_t");
+      !s.ok())
+    return s;
   if (absl::Status s = CheckServesGpus(served, "cuda_event"); !s.ok()) return s;
   return absl::UnimplementedError("cuda_event: the server was built without CUDA");
 }
@@ -73,18 +79,6 @@ namespace {
 static_assert(sizeof(cudaIpcMemHandle_t) == kCudaIpcHandleBytes);
 static_assert(sizeof(cudaIpcEventHandle_t) == kCudaIpcHandleBytes);
 
-std::string UuidText(const cudaUUID_t& uuid) {
-  std::string out = "GPU-";
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    const auto byte = static_cast<unsigned char>(uuid.bytes[i]);
-    out += kHex[byte >> 4];
-    out += kHex[byte & 15];
-  }
-  return out;
-}
-
 // The server's ordinal of the GPU the client named, among those it serves.
 absl::StatusOr<int> ResolveDevice(const GpuName& device, absl::Span<const int> served,
                                   absl::string_view field) {
@@ -92,7 +86,7 @@ absl::StatusOr<int> ResolveDevice(const GpuName& device, absl::Span<const int> s
     for (int ordinal : served) {
       cudaDeviceProp prop{};
       TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
-      if (UuidText(prop.uuid) == device.uuid) return ordinal;
+      if (cuda::DeviceUuidString(prop.uuid) == device.uuid) return ordinal;
     }
     return absl::InvalidArgumentError(
         absl::StrCat(field, ".device.uuid: ", device.uuid, " is not a GPU this server serves"));
@@ -180,11 +174,9 @@ class ScopedDevice {
 absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view handle, uint64_t offset,
                                                           uint64_t byte_size, const GpuName& device,
                                                           absl::Span<const int> served) {
-  if (handle.size() != kCudaIpcHandleBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda_ipc.ipc_handle: ", handle.size(),
-                                                   " bytes, a cudaIpcMemHandle_t has ",
-                                                   kCudaIpcHandleBytes));
-  }
+  if (absl::Status s = CheckHandleBytes(handle, "cuda_ipc.ipc_handle", "cudaIpcMemHandle_t");
+      !s.ok())
+    return s;
   if (absl::Status s = CheckServesGpus(served, "cuda_ipc"); !s.ok()) return s;
   if (byte_size == 0) return absl::InvalidArgumentError("cuda_ipc.byte_size: must be > 0");
   if (offset > std::numeric_limits<uint64_t>::max() - byte_size) {
@@ -222,11 +214,10 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view hand
 absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handle,
                                                          const GpuName& device,
                                                          absl::Span<const int> served) {
-  if (handle.size() != kCudaIpcHandleBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda_event.ipc_event_handle: ", handle.size(),
-                                                   " bytes, a cudaIpcEventHandle_t has ",
-                                                   kCudaIpcHandleBytes));
-  }
+  if (absl::Status s =
+          CheckHandleBytes(handle, "cuda_event.ipc_event_handle", "cudaIpcEventHandle_t");
+      !s.ok())
+    return s;
   if (absl::Status s = CheckServesGpus(served, "cuda_event"); !s.ok()) return s;
   absl::StatusOr<int> ordinal = ResolveDevice(device, served, "cuda_event");
   if (!ordinal.ok()) return ordinal.status();
