@@ -13,7 +13,7 @@ import grpc
 
 from topk_client._stubs import health_pb2, topk_pb2, topk_pb2_grpc
 from topk_client.client import (_SERVING, Rows, SelectResult, _decode, _health_method,
-                                _select_request, _stream_chunks, channel_options)
+                                _open_channel, _select_request, _stream_chunks)
 
 
 class AsyncTopKClient:
@@ -26,13 +26,9 @@ class AsyncTopKClient:
                  max_receive_message_bytes: Optional[int] = None,
                  load_balancing_policy: Optional[str] = None,
                  options: Sequence[Tuple[str, object]] = ()):
-        args = channel_options(max_send_message_bytes or max_message_bytes,
-                               max_receive_message_bytes or max_message_bytes,
-                               load_balancing_policy, options)
-        if credentials is None:
-            self._channel = grpc.aio.insecure_channel(target, options=args)
-        else:
-            self._channel = grpc.aio.secure_channel(target, credentials, options=args)
+        self._channel = _open_channel(grpc.aio, target, credentials, max_message_bytes,
+                                      max_send_message_bytes, max_receive_message_bytes,
+                                      load_balancing_policy, options)
         self._stub = topk_pb2_grpc.TopKStub(self._channel)
         self._health = None
 

@@ -67,6 +67,19 @@ def channel_options(max_send_message_bytes: int = 1 << 30,
     return result + list(options)
 
 
+def _open_channel(channels, target: str, credentials, max_message_bytes: int,
+                  max_send_message_bytes: Optional[int], max_receive_message_bytes: Optional[int],
+                  load_balancing_policy: Optional[str], options: Sequence[Tuple[str, object]]):
+    """A channel from `channels` (the grpc module, or grpc.aio) with the
+    client's arguments: TLS when `credentials` are given."""
+    args = channel_options(max_send_message_bytes or max_message_bytes,
+                           max_receive_message_bytes or max_message_bytes,
+                           load_balancing_policy, options)
+    if credentials is None:
+        return channels.insecure_channel(target, options=args)
+    return channels.secure_channel(target, credentials, options=args)
+
+
 def _decode(response) -> SelectResult:
     shape = (response.num_rows, response.k)
     # Copies: writable arrays that do not keep the response alive.
@@ -119,13 +132,9 @@ class TopKClient:
                  max_receive_message_bytes: Optional[int] = None,
                  load_balancing_policy: Optional[str] = None,
                  options: Sequence[Tuple[str, object]] = ()):
-        args = channel_options(max_send_message_bytes or max_message_bytes,
-                               max_receive_message_bytes or max_message_bytes,
-                               load_balancing_policy, options)
-        if credentials is None:
-            self._channel = grpc.insecure_channel(target, options=args)
-        else:
-            self._channel = grpc.secure_channel(target, credentials, options=args)
+        self._channel = _open_channel(grpc, target, credentials, max_message_bytes,
+                                      max_send_message_bytes, max_receive_message_bytes,
+                                      load_balancing_policy, options)
         self._stub = topk_pb2_grpc.TopKStub(self._channel)
         self._health = None
 
