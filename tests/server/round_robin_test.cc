@@ -76,8 +76,9 @@ TEST(RoundRobin, SpreadsOverThreeReplicasAndSkipsOneInItsDrain) {
     absl::SleepFor(absl::Milliseconds(5));
   }
   ASSERT_TRUE(serving.ok() && !*serving) << "server 2 did not turn NOT_SERVING";
-  // The health watch tells the channel within a round trip.
-  absl::SleepFor(absl::Milliseconds(200));
+  // The health watch tells the channel within a round trip; well inside the
+  // 2 s during which the draining server still accepts connections.
+  absl::SleepFor(absl::Milliseconds(500));
   for (int i = 0; i < 2; ++i) before[i] = Requests(*servers[i].client);
   EXPECT_EQ(send(kCalls), kCalls);
   uint64_t rest = 0;
