@@ -2,8 +2,8 @@
 // once it is idle (--release_memory_when_idle), although it keeps freed
 // buffers in its heap under load (--keep_heap). With one malloc arena
 // (--malloc_arenas=1) malloc_trim reaches all of it; what stays is what is
-// still allocated. Measured 0..34% of a 32 x 12 MiB burst's growth (typically
-// ~5%); with glibc's default arenas 24..68%, as the free tops of the thread
+// still allocated. Measured 0..37% of a 32 x 12 MiB burst's growth (typically
+// under 20%); with glibc's default arenas 24..68%, as the free tops of the thread
 // arenas stay. The server runs in a child process so only its memory is
 // measured.
 #include <string>
