@@ -88,11 +88,19 @@ absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response) 
   result.indices.resize(count);
   std::memcpy(result.indices.data(), response.indices().data(), response.indices().size());
   if (!response.values().empty()) {
-    if (response.values().size() != count * sizeof(float)) {
-      return absl::DataLossError("response: value bytes do not match num_rows x k");
+    result.values_dtype = response.values_dtype();
+    const bool wide = result.values_dtype == v1::SCORE_TYPE_FP32;
+    if (response.values().size() != count * (wide ? sizeof(float) : sizeof(uint16_t))) {
+      return absl::DataLossError(absl::StrCat("response: value bytes do not match num_rows x k of ",
+                                              v1::ScoreType_Name(result.values_dtype)));
     }
-    result.values.resize(count);
-    std::memcpy(result.values.data(), response.values().data(), response.values().size());
+    if (wide) {
+      result.values.resize(count);
+      std::memcpy(result.values.data(), response.values().data(), response.values().size());
+    } else {
+      result.values16.resize(count);
+      std::memcpy(result.values16.data(), response.values().data(), response.values().size());
+    }
   }
   result.server = {.queue_us = response.timings().queue_us(),
                    .device_us = response.timings().device_us(),
@@ -151,9 +159,18 @@ v1::SelectRequest Client::MakeRequest(int32_t k, const Rows& rows, const CallOpt
   request.set_request_id(options.request_id);
   v1::InlineRows* inline_rows = request.mutable_inline_rows();
   inline_rows->mutable_lengths()->Add(rows.lengths.begin(), rows.lengths.end());
-  inline_rows->set_scores(reinterpret_cast<const char*>(rows.scores.data()),
-                          rows.scores.size() * sizeof(float));
+  const std::string_view bytes = ScoreBytes(rows);
+  inline_rows->set_scores(bytes.data(), bytes.size());
+  inline_rows->set_dtype(rows.dtype);
   return request;
+}
+
+std::string_view ScoreBytes(const Rows& rows) {
+  if (rows.dtype != v1::SCORE_TYPE_FP32) {
+    return {reinterpret_cast<const char*>(rows.scores16.data()),
+            rows.scores16.size() * sizeof(uint16_t)};
+  }
+  return {reinterpret_cast<const char*>(rows.scores.data()), rows.scores.size() * sizeof(float)};
 }
 
 absl::StatusOr<SelectResult> Client::Select(int32_t k, const Rows& rows,
@@ -188,8 +205,8 @@ absl::StatusOr<SelectResult> Client::SelectStreaming(int32_t k, const Rows& rows
   // The server concatenates every chunk's lengths and every chunk's score
   // bytes, so both are simply cut into pieces of at most chunk_bytes.
   const size_t piece = std::max<size_t>(sizeof(float), chunk_bytes);
-  const auto* bytes = reinterpret_cast<const char*>(rows.scores.data());
-  const size_t total_bytes = rows.scores.size() * sizeof(float);
+  const char* bytes = ScoreBytes(rows).data();
+  const size_t total_bytes = ScoreBytes(rows).size();
   const size_t lengths_per_chunk = piece / sizeof(int32_t);
   size_t sent_bytes = 0;
   size_t sent_lengths = 0;
@@ -200,6 +217,7 @@ absl::StatusOr<SelectResult> Client::SelectStreaming(int32_t k, const Rows& rows
       chunk.set_k(k);
       SetOptions(options, *chunk.mutable_options());
       chunk.set_request_id(options.request_id);
+      chunk.set_dtype(rows.dtype);
       first = false;
     }
     const size_t n_lengths = std::min(lengths_per_chunk, rows.lengths.size() - sent_lengths);

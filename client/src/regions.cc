@@ -213,6 +213,7 @@ v1::SelectRequest RegionSession::MakeRequest(int32_t k, const RegionRowsRef& row
   if (rows.lengths_ref.has_value())
     SetSlice(*rows.lengths_ref, *region_rows->mutable_lengths_ref());
   region_rows->set_width(rows.width);
+  region_rows->set_dtype(rows.dtype);
   if (output != nullptr) {
     v1::RegionOutput* out = request.mutable_output();
     SetSlice(output->indices, *out->mutable_indices());

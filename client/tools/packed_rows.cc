@@ -29,25 +29,55 @@ void Index(PackedRows& rows) {
 
 }  // namespace
 
+static_assert(static_cast<int>(ScoreType::kBFloat16) == v1::SCORE_TYPE_BF16 &&
+              static_cast<int>(ScoreType::kFloat16) == v1::SCORE_TYPE_FP16 &&
+              static_cast<int>(ScoreType::kFloat32) == v1::SCORE_TYPE_FP32);
+
+v1::ScoreType ToWire(ScoreType type) { return static_cast<v1::ScoreType>(type); }
+
+absl::StatusOr<ScoreType> ParseScoreType(const std::string& name) {
+  for (ScoreType type : kAllScoreTypes) {
+    if (ScoreTypeName(type) == name) return type;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "' (fp32, bf16, fp16)"));
+}
+
+client::Rows PackedRows::view() const {
+  if (dtype != ScoreType::kFloat32) return client::HalfRows(ToWire(dtype), scores16, lengths);
+  return {.scores = scores, .lengths = lengths};
+}
+
 RowBatch PackedRows::batch() const {
-  return RowBatch{.scores = scores.data(),
+  const bool wide = dtype == ScoreType::kFloat32;
+  return RowBatch{.scores = wide ? scores.data() : nullptr,
                   .layout = Layout::kPacked,
                   .row_offsets = offsets.data(),
                   .lengths = lengths.data(),
                   .num_rows = static_cast<int64_t>(lengths.size()),
-                  .width = std::max<int64_t>(width, 1)};
+                  .width = std::max<int64_t>(width, 1),
+                  .dtype = dtype,
+                  .scores16 = wide ? nullptr : scores16.data()};
 }
 
 PackedRows Pack(const testing::ScoreMatrix& matrix) {
   PackedRows out;
   out.lengths = matrix.lengths;
+  out.dtype = matrix.dtype;
   const RowBatch batch = matrix.batch();
   int64_t total = 0;
   for (int32_t length : matrix.lengths) total += length;
-  out.scores.reserve(total);
-  for (int64_t r = 0; r < matrix.rows; ++r) {
-    const float* row = batch.row(r);
-    out.scores.insert(out.scores.end(), row, row + matrix.lengths[r]);
+  if (matrix.dtype == ScoreType::kFloat32) {
+    out.scores.reserve(total);
+    for (int64_t r = 0; r < matrix.rows; ++r) {
+      const float* row = batch.row(r);
+      out.scores.insert(out.scores.end(), row, row + matrix.lengths[r]);
+    }
+  } else {
+    out.scores16.reserve(total);
+    for (int64_t r = 0; r < matrix.rows; ++r) {
+      const uint16_t* row = batch.row16(r);
+      out.scores16.insert(out.scores16.end(), row, row + matrix.lengths[r]);
+    }
   }
   Index(out);
   return out;
@@ -68,6 +98,10 @@ PackedRows FromLengths(std::vector<float> scores, std::vector<int32_t> lengths) 
 }
 
 absl::Status Save(const PackedRows& rows, const std::string& path) {
+  if (rows.dtype != ScoreType::kFloat32) {
+    return absl::InvalidArgumentError(absl::StrCat("TOPKROWS files hold FP32 rows; these are ",
+                                                   std::string(ScoreTypeName(rows.dtype))));
+  }
   std::ofstream out(path, std::ios::binary);
   if (!out) return absl::NotFoundError(absl::StrCat("cannot write ", path));
   const int64_t n = static_cast<int64_t>(rows.lengths.size());

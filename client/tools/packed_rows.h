@@ -16,22 +16,33 @@
 namespace topk::tools {
 
 struct PackedRows {
-  std::vector<float> scores;
+  std::vector<float> scores;       // kFloat32
+  std::vector<uint16_t> scores16;  // kBFloat16 / kFloat16 (then `scores` is empty)
+  ScoreType dtype = ScoreType::kFloat32;
   std::vector<int32_t> lengths;
-  std::vector<int64_t> offsets;  // row starts in `scores`
+  std::vector<int64_t> offsets;  // row starts in the scores, in elements
   int64_t width = 0;             // max length (the RowBatch width)
 
-  client::Rows view() const { return {.scores = scores, .lengths = lengths}; }
+  client::Rows view() const;
   RowBatch batch() const;  // packed RowBatch over this object: keep it alive
-  int64_t bytes() const { return static_cast<int64_t>(scores.size() * sizeof(float)); }
+  // The score bytes as they travel.
+  int64_t bytes() const {
+    return static_cast<int64_t>(scores.size() * sizeof(float) + scores16.size() * sizeof(uint16_t));
+  }
 };
+
+// The wire name of a score type (the enums share their numbers).
+v1::ScoreType ToWire(ScoreType type);
+// "fp32" | "bf16" | "fp16" (the --dtype flags of topk-cli and topk-loadgen).
+absl::StatusOr<ScoreType> ParseScoreType(const std::string& name);
 
 PackedRows Pack(const testing::ScoreMatrix& matrix);
 PackedRows Generate(const testing::GeneratorSpec& spec);
 PackedRows FromLengths(std::vector<float> scores, std::vector<int32_t> lengths);
 
 // The file format of `topk-cli select --save` and `replay`: magic "TOPKROWS",
-// uint32 version 1, int64 rows, int32 lengths[rows], float scores[sum].
+// uint32 version 1, int64 rows, int32 lengths[rows], float scores[sum]
+// (FP32 rows only: Save refuses 16-bit rows).
 absl::Status Save(const PackedRows& rows, const std::string& path);
 absl::StatusOr<PackedRows> Load(const std::string& path);
 

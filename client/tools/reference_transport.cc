@@ -92,7 +92,7 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
   int64_t max_rows = 0;
   for (const PackedRows& r : rows) {
     scores_at.push_back(size);
-    size += Align(r.scores.size() * sizeof(float));
+    size += Align(static_cast<size_t>(r.bytes()));
     offsets_at.push_back(size);
     size += Align(r.offsets.size() * sizeof(int64_t));
     max_rows = std::max<int64_t>(max_rows, static_cast<int64_t>(r.lengths.size()));
@@ -126,8 +126,8 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
 
   for (size_t v = 0; v < rows.size(); ++v) {
     const PackedRows& r = rows[v];
-    if (absl::Status s = memory.Write(scores_at[v], r.scores.data(), r.scores.size() * 4);
-        !s.ok()) {
+    const std::string_view bytes = client::ScoreBytes(r.view());
+    if (absl::Status s = memory.Write(scores_at[v], bytes.data(), bytes.size()); !s.ok()) {
       return s;
     }
     if (absl::Status s = memory.Write(offsets_at[v], r.offsets.data(), r.offsets.size() * 8);
@@ -143,6 +143,7 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
       ref.num_rows = static_cast<int32_t>(rows[v].lengths.size());
       ref.row_offsets = client::RegionSlice{"data", offsets_at[v]};
       ref.lengths = rows[v].lengths;
+      ref.dtype = ToWire(rows[v].dtype);
       const client::RegionOutputRef out{.indices = {"data", regions->output_at_[c]}};
       regions->requests_[c].push_back(regions->session_->MakeRequest(k, ref, &out, options));
     }

@@ -34,6 +34,9 @@ ABSL_FLAG(std::string, lengths, "causal", "generated rows: full | causal | rando
 ABSL_FLAG(int64_t, rows, 64, "generated rows: M");
 ABSL_FLAG(int64_t, width, 131072, "generated rows: N (largest length)");
 ABSL_FLAG(uint64_t, seed, 1, "generated rows: seed");
+ABSL_FLAG(std::string, dtype, "fp32",
+          "generated rows: score type on the wire, fp32 | bf16 | fp16 (16-bit rows are the "
+          "generator's FP32 rows rounded to the type; half the bytes)");
 ABSL_FLAG(bool, sorted, false, "ask for sorted rows");
 ABSL_FLAG(bool, deterministic, false, "ask for deterministic ties");
 ABSL_FLAG(bool, return_values, false, "ask for the values too");
@@ -62,7 +65,7 @@ const std::vector<Command>& Commands() {
   static const auto* const commands = new std::vector<Command>{
       {"select",
        "send one batch (generated, or --input) and verify the answer",
-       {"k", "input", "save", "output", "distribution", "lengths", "rows", "width", "seed",
+       {"k", "input", "save", "output", "distribution", "lengths", "rows", "width", "seed", "dtype",
         "sorted", "deterministic", "return_values", "stream", "chunk_bytes", "verify",
         "print_rows"}},
       {"replay",
@@ -138,7 +141,14 @@ int Fail(const absl::Status& status) {
 }
 
 absl::StatusOr<topk::tools::PackedRows> LoadOrGenerate() {
-  if (!absl::GetFlag(FLAGS_input).empty()) return topk::tools::Load(absl::GetFlag(FLAGS_input));
+  absl::StatusOr<topk::ScoreType> dtype = topk::tools::ParseScoreType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return dtype.status();
+  if (!absl::GetFlag(FLAGS_input).empty()) {
+    if (*dtype != topk::ScoreType::kFloat32) {
+      return absl::InvalidArgumentError("--dtype: TOPKROWS files (--input) hold FP32 rows");
+    }
+    return topk::tools::Load(absl::GetFlag(FLAGS_input));
+  }
   absl::StatusOr<topk::testing::Distribution> d =
       topk::tools::ParseDistribution(absl::GetFlag(FLAGS_distribution));
   if (!d.ok()) return d.status();
@@ -150,7 +160,8 @@ absl::StatusOr<topk::tools::PackedRows> LoadOrGenerate() {
                                 .rows = absl::GetFlag(FLAGS_rows),
                                 .width = absl::GetFlag(FLAGS_width),
                                 .k = absl::GetFlag(FLAGS_k),
-                                .seed = absl::GetFlag(FLAGS_seed)});
+                                .seed = absl::GetFlag(FLAGS_seed),
+                                .dtype = *dtype});
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Connect() {

@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, npy_lengths, "",
           "rows (padded rows: "
           "row r is its first lengths[r] values)");
 ABSL_FLAG(uint64_t, seed, 1, "generator seed");
+ABSL_FLAG(std::string, dtype, "fp32",
+          "score type of the generated rows: fp32 | bf16 | fp16 (the generator's FP32 rows "
+          "rounded to the type, sent as 2-byte elements)");
 ABSL_FLAG(bool, sorted, false, "ask for sorted rows");
 ABSL_FLAG(bool, deterministic, false, "ask for deterministic ties");
 ABSL_FLAG(bool, stream, false, "send with SelectStream");
@@ -109,7 +112,12 @@ int Fail(const absl::Status& status) {
 // The requests: one per --npy file, or --variants generated batches.
 absl::StatusOr<std::vector<topk::tools::PackedRows>> LoadRows(int32_t k) {
   std::vector<topk::tools::PackedRows> rows;
+  absl::StatusOr<topk::ScoreType> dtype = topk::tools::ParseScoreType(absl::GetFlag(FLAGS_dtype));
+  if (!dtype.ok()) return dtype.status();
   if (!absl::GetFlag(FLAGS_npy).empty()) {
+    if (*dtype != topk::ScoreType::kFloat32) {
+      return absl::InvalidArgumentError("--dtype: --npy rows are float32");
+    }
     const std::vector<std::string> files =
         absl::StrSplit(absl::GetFlag(FLAGS_npy), ',', absl::SkipEmpty());
     // An empty entry ("a_len.npy,,c_len.npy") leaves that file's rows full width.
@@ -142,7 +150,8 @@ absl::StatusOr<std::vector<topk::tools::PackedRows>> LoadRows(int32_t k) {
                                           .rows = absl::GetFlag(FLAGS_rows),
                                           .width = absl::GetFlag(FLAGS_width),
                                           .k = k,
-                                          .seed = absl::GetFlag(FLAGS_seed) + v}));
+                                          .seed = absl::GetFlag(FLAGS_seed) + v,
+                                          .dtype = *dtype}));
   }
   return rows;
 }
@@ -183,9 +192,10 @@ int main(int argc, char** argv) {
   }
   const std::string source =
       absl::GetFlag(FLAGS_npy).empty()
-          ? absl::StrFormat("%d variants of %d rows x up to %d (%s, %s)", w.rows.size(),
+          ? absl::StrFormat("%d variants of %d rows x up to %d (%s, %s, %s)", w.rows.size(),
                             absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_width),
-                            absl::GetFlag(FLAGS_distribution), absl::GetFlag(FLAGS_lengths))
+                            absl::GetFlag(FLAGS_distribution), absl::GetFlag(FLAGS_lengths),
+                            absl::GetFlag(FLAGS_dtype))
           : absl::StrFormat("%d .npy requests (%s), the first %d rows x up to %d", w.rows.size(),
                             absl::GetFlag(FLAGS_npy), w.rows.front().lengths.size(),
                             w.rows.front().width);
@@ -250,6 +260,7 @@ int main(int argc, char** argv) {
       {"tls", absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() ? "true" : "false"},
       {"connections", absl::StrCat(connections)},
       {"transport", absl::GetFlag(FLAGS_transport)},
+      {"dtype", absl::GetFlag(FLAGS_dtype)},
       {"call", w.stream ? "SelectStream" : "Select"},
       {"arrivals", open_loop ? absl::GetFlag(FLAGS_arrivals) : "closed loop"},
       {"rows_source", source},

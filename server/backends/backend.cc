@@ -1,21 +1,52 @@
 #include "server/backends/backend.h"
 
-#include <limits>
+#include <cstring>
 
 namespace topk::server {
+namespace {
 
-void GatherValues(const float* scores, const SelectRows& rows, int32_t k,
-                  const SelectResults& results) {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
+// Element-typed gather: Element is float for FP32 and the raw uint16_t bit
+// pattern for the 16-bit types (values travel in the input type, unchanged).
+template <typename Element>
+void GatherTyped(const Element* scores, const SelectRows& rows, int32_t k,
+                 const SelectResults& results, Element nan) {
+  auto* values = static_cast<Element*>(results.values);
   for (int64_t r = 0; r < rows.num_rows; ++r) {
-    const float* row = scores + rows.row_offsets[r];
+    const Element* row = scores + rows.row_offsets[r];
     const int32_t* row_indices = results.indices + r * k;
-    float* row_values = results.values + r * k;
+    Element* row_values = values + r * k;
     const bool answered = results.row_status[r] == RowStatus::kOk;
     for (int64_t j = 0; j < k; ++j) {
       row_values[j] = answered && row_indices[j] >= 0 ? row[row_indices[j]] : nan;
     }
   }
+}
+
+}  // namespace
+
+uint32_t QuietNanBits(ScoreType dtype) {
+  switch (dtype) {
+    case ScoreType::kBFloat16:
+      return 0x7fc0;
+    case ScoreType::kFloat16:
+      return 0x7e00;
+    case ScoreType::kFloat32:
+      break;
+  }
+  return 0x7fc00000;
+}
+
+void GatherValues(const void* scores, const SelectRows& rows, int32_t k,
+                  const SelectResults& results) {
+  if (rows.dtype == ScoreType::kFloat32) {
+    float nan;
+    const uint32_t bits = QuietNanBits(ScoreType::kFloat32);
+    std::memcpy(&nan, &bits, sizeof(nan));
+    GatherTyped(static_cast<const float*>(scores), rows, k, results, nan);
+    return;
+  }
+  GatherTyped(static_cast<const uint16_t*>(scores), rows, k, results,
+              static_cast<uint16_t>(QuietNanBits(rows.dtype)));
 }
 
 }  // namespace topk::server

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,16 +24,17 @@ struct RequestLimits {
   int32_t max_k = 2048;
   int64_t max_rows = 1024;
   int64_t max_width = int64_t{1} << 20;
-  int64_t max_batch_bytes = int64_t{256} << 20;  // 4 * sum(lengths)
+  int64_t max_batch_bytes = int64_t{256} << 20;  // bytes(dtype) * sum(lengths)
 };
 
 // Where a request by reference wants its answer: row r's K indices at
-// element r * row_stride of `indices`, its K values (when not null) at the
-// same place in `values`. Memory of the GPU `device_ordinal`, or host
-// memory for -1. The transport checked every byte of it.
+// element r * row_stride of `indices`, its K values (when not null, elements
+// of the rows' ScoreType) at the same place in `values`. Memory of the GPU
+// `device_ordinal`, or host memory for -1. The transport checked every byte
+// of it.
 struct OutputTarget {
   int32_t* indices = nullptr;
-  float* values = nullptr;
+  void* values = nullptr;
   int64_t row_stride = 0;  // elements, >= k
   int32_t device_ordinal = -1;
 };
@@ -58,15 +60,18 @@ struct SelectRows {
   const int32_t* device_lengths = nullptr;
   int64_t width = 0;
   GpuOrderingEvents ordering;
+  // The type of the source's elements; offsets and lengths count them.
+  ScoreType dtype = ScoreType::kFloat32;
 };
 
 // Host buffers a selection writes: num_rows x k indices and num_rows
-// statuses; values (num_rows x k, NaN at -1 slots) only when not null.
+// statuses; values (num_rows x k elements of rows.dtype, NaN at -1 slots)
+// only when not null.
 // With a GPU `target`, the CUDA backend writes indices and values there
 // instead, in place on the device, and only the statuses come back.
 struct SelectResults {
   int32_t* indices = nullptr;
-  float* values = nullptr;
+  void* values = nullptr;
   RowStatus* row_status = nullptr;
   const OutputTarget* device_target = nullptr;
 };
@@ -76,6 +81,8 @@ struct DeviceDescription {
   std::string name;
   std::string uuid;
   int64_t memory_bytes = 0;
+  // The score types this device's selector serves (FP32 always).
+  std::vector<ScoreType> score_types{ScoreType::kFloat32};
 };
 
 // What a worker backend counts, for the metrics (read from any thread).
@@ -114,9 +121,14 @@ class Device {
 };
 
 // results.values[r * k + j] = the score at results.indices[r * k + j] of row
-// r (NaN at -1), read from the host floats the backend selected on. Rows
-// whose status is not kOk get NaN: their indices are not an answer.
-void GatherValues(const float* scores, const SelectRows& rows, int32_t k,
+// r (NaN at -1), read from the host elements of rows.dtype the backend
+// selected on and written in that type. Rows whose status is not kOk get
+// NaN: their indices are not an answer.
+void GatherValues(const void* scores, const SelectRows& rows, int32_t k,
                   const SelectResults& results);
+
+// The quiet NaN written at unanswered value slots, as the bits of `dtype`
+// (FP32: 0x7fc00000; BF16: 0x7fc0; FP16: 0x7e00).
+uint32_t QuietNanBits(ScoreType dtype);
 
 }  // namespace topk::server

@@ -1,6 +1,7 @@
 #include "server/backends/cpu_backend.h"
 
 #include <algorithm>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -38,13 +39,17 @@ class CpuWorker final : public WorkerBackend {
       return absl::ResourceExhaustedError(absl::StrCat(
           "plan needs ", plan.workspace_bytes, " workspace bytes, worker has ", workspace_.size()));
     }
+    // Staged for float alignment, which covers the 16-bit types' too.
     const float* scores = StageOnHost(*rows.source, Staging::kInPlaceWhenPossible, staging_.get());
-    const RowBatch batch{.scores = scores,
+    const bool wide = rows.dtype == ScoreType::kFloat32;
+    const RowBatch batch{.scores = wide ? scores : nullptr,
                          .layout = Layout::kPacked,
                          .row_offsets = rows.row_offsets,
                          .lengths = rows.lengths,
                          .num_rows = rows.num_rows,
-                         .width = plan.shape.max_width};
+                         .width = plan.shape.max_width,
+                         .dtype = rows.dtype,
+                         .scores16 = wide ? nullptr : reinterpret_cast<const uint16_t*>(scores)};
     const RunContext context{.workspace = workspace_.empty() ? nullptr : workspace_.data(),
                              .workspace_bytes = workspace_.size()};
     absl::Status status = selector_.Run(
@@ -73,6 +78,7 @@ class CpuDevice final : public Device {
     DeviceDescription description;
     description.name = absl::StrCat("cpu (", std::thread::hardware_concurrency(),
                                     " hardware threads, ", threads_, " per worker)");
+    description.score_types.assign(std::begin(kAllScoreTypes), std::end(kAllScoreTypes));
     return description;
   }
 

@@ -89,15 +89,23 @@ class CudaWorker final : public WorkerBackend {
                                                        " workspace bytes, worker has ",
                                                        d_workspace_.bytes()));
     }
+    // A type the kernels do not serve is refused before anything is
+    // uploaded: a clean UNIMPLEMENTED naming it, not a device failure.
+    if (absl::Status s = CheckCudaScoreType(rows.dtype); !s.ok()) return s;
     const float* device_scores = rows.source->InPlaceDeviceFloats();
     if (absl::Status s = DeviceLost(Upload(rows, device_scores == nullptr)); !s.ok()) return s;
+    // The scores' elements are of rows.dtype whatever the buffers' C++ type.
+    const float* scores = device_scores != nullptr ? device_scores : d_scores_.get();
+    const bool wide = rows.dtype == ScoreType::kFloat32;
     const RowBatch batch{
-        .scores = device_scores != nullptr ? device_scores : d_scores_.get(),
+        .scores = wide ? scores : nullptr,
         .layout = Layout::kPacked,
         .row_offsets = d_offsets_.get(),
         .lengths = rows.device_lengths != nullptr ? rows.device_lengths : d_lengths_.get(),
         .num_rows = rows.num_rows,
-        .width = rows.device_lengths != nullptr ? rows.width : plan.shape.max_width};
+        .width = rows.device_lengths != nullptr ? rows.width : plan.shape.max_width,
+        .dtype = rows.dtype,
+        .scores16 = wide ? nullptr : reinterpret_cast<const uint16_t*>(scores)};
     const OutputTarget* target = results.device_target;
     const int32_t k = plan.shape.k;
     const bool indices_in_place = target != nullptr && target->row_stride == k;
@@ -120,6 +128,7 @@ class CudaWorker final : public WorkerBackend {
       return run;
     }
     const size_t outputs = static_cast<size_t>(rows.num_rows) * k;
+    const size_t value_bytes = ScoreTypeBytes(rows.dtype);
     if (target != nullptr) {
       if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, rows, k, *target)); !s.ok()) {
         return s;
@@ -139,7 +148,7 @@ class CudaWorker final : public WorkerBackend {
       if (absl::Status s = DeviceLost(RecordEvent(rows.ordering.record)); !s.ok()) return s;
     }
     if (absl::Status s = DeviceLost(Download(rows.num_rows, target != nullptr ? 0 : outputs,
-                                             gather_on_device ? outputs : 0));
+                                             gather_on_device ? outputs * value_bytes : 0));
         !s.ok()) {
       return s;
     }
@@ -147,7 +156,7 @@ class CudaWorker final : public WorkerBackend {
     if (target != nullptr) return absl::OkStatus();
     std::memcpy(results.indices, h_indices_.get(), outputs * sizeof(int32_t));
     if (gather_on_device) {
-      std::memcpy(results.values, h_values_.get(), outputs * sizeof(float));
+      std::memcpy(results.values, h_values_.get(), outputs * value_bytes);
     } else if (results.values != nullptr) {
       // The pinned staging still holds this request's rows.
       GatherValues(h_scores_.get(), rows, k, results);
@@ -224,18 +233,18 @@ class CudaWorker final : public WorkerBackend {
   }
 
   // Indices (unless written in place), values gathered on the device (when
-  // any) and row statuses back to pinned memory; returns once they are.
-  absl::Status Download(int64_t num_rows, size_t indices, size_t values) {
+  // any, `value_bytes` of them) and row statuses back to pinned memory;
+  // returns once they are.
+  absl::Status Download(int64_t num_rows, size_t indices, size_t value_bytes) {
     cudaStream_t stream = stream_.get();
     if (indices > 0) {
       TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_indices_.get(), d_indices_.get(),
                                                 indices * sizeof(int32_t), cudaMemcpyDeviceToHost,
                                                 stream));
     }
-    if (values > 0) {
-      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_values_.get(), d_values_.get(),
-                                                values * sizeof(float), cudaMemcpyDeviceToHost,
-                                                stream));
+    if (value_bytes > 0) {
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_values_.get(), d_values_.get(), value_bytes,
+                                                cudaMemcpyDeviceToHost, stream));
     }
     TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_status_.get(), d_status_.get(),
                                               num_rows * sizeof(RowStatus), cudaMemcpyDeviceToHost,
@@ -249,16 +258,19 @@ class CudaWorker final : public WorkerBackend {
   absl::Status PlaceOnDevice(const RowBatch& batch, const OutputView& out, const SelectRows& rows,
                              int32_t k, const OutputTarget& target) {
     const bool indices_placed = out.indices == target.indices || target.indices == nullptr;
-    return PlaceOutputOnDevice({.indices = out.indices,
-                                .row_status = out.row_status,
-                                .scores = batch.scores,
-                                .row_offsets = batch.row_offsets,
-                                .num_rows = rows.num_rows,
-                                .k = k,
-                                .target_indices = indices_placed ? nullptr : target.indices,
-                                .target_values = target.values,
-                                .stride = target.row_stride},
-                               stream_.get());
+    return PlaceOutputOnDevice(
+        {.indices = out.indices,
+         .row_status = out.row_status,
+         .scores = batch.dtype == ScoreType::kFloat32 ? static_cast<const void*>(batch.scores)
+                                                      : static_cast<const void*>(batch.scores16),
+         .dtype = batch.dtype,
+         .row_offsets = batch.row_offsets,
+         .num_rows = rows.num_rows,
+         .k = k,
+         .target_indices = indices_placed ? nullptr : target.indices,
+         .target_values = target.values,
+         .stride = target.row_stride},
+        stream_.get());
   }
 
   absl::Status RecordEvent(void* event) {
@@ -381,6 +393,11 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_gra
                                 .name = prop->name,
                                 .uuid = cuda::DeviceUuidString(prop->uuid),
                                 .memory_bytes = static_cast<int64_t>(prop->totalGlobalMem)};
+  // Whatever the kernels of this build serve.
+  description.score_types.clear();
+  for (ScoreType type : kAllScoreTypes) {
+    if (CheckCudaScoreType(type).ok()) description.score_types.push_back(type);
+  }
   return std::unique_ptr<Device>(
       std::make_unique<CudaDevice>(ordinal, use_graphs, std::move(description)));
 }

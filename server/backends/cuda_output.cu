@@ -1,10 +1,17 @@
+#include <limits>
+
 #include "server/backends/cuda_output.h"
 #include "topk/cuda/status.h"
 
 namespace topk::server {
 namespace {
 
-__global__ void PlaceOutputKernel(PlaceOutputArgs args) {
+// Element: float for FP32, the raw uint16_t pattern for BF16 / FP16 (values
+// are copied in the input type, never converted).
+template <typename Element>
+__global__ void PlaceOutputKernel(PlaceOutputArgs args, Element nan) {
+  const auto* scores = static_cast<const Element*>(args.scores);
+  auto* target_values = static_cast<Element*>(args.target_values);
   const int64_t total = args.num_rows * args.k;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -13,10 +20,9 @@ __global__ void PlaceOutputKernel(PlaceOutputArgs args) {
     const int32_t index = args.indices[i];
     const int64_t at = r * args.stride + j;
     if (args.target_indices != nullptr) args.target_indices[at] = index;
-    if (args.target_values != nullptr) {
+    if (target_values != nullptr) {
       const bool answered = args.row_status[r] == RowStatus::kOk && index >= 0;
-      args.target_values[at] =
-          answered ? args.scores[args.row_offsets[r] + index] : __int_as_float(0x7fc00000);
+      target_values[at] = answered ? scores[args.row_offsets[r] + index] : nan;
     }
   }
 }
@@ -31,7 +37,14 @@ absl::Status PlaceOutputOnDevice(const PlaceOutputArgs& args, cudaStream_t strea
   constexpr int kThreads = 256;
   const int blocks = static_cast<int>(
       (total + kThreads - 1) / kThreads < 4096 ? (total + kThreads - 1) / kThreads : 4096);
-  PlaceOutputKernel<<<blocks, kThreads, 0, stream>>>(args);
+  if (args.dtype == ScoreType::kFloat32) {
+    PlaceOutputKernel<float>
+        <<<blocks, kThreads, 0, stream>>>(args, std::numeric_limits<float>::quiet_NaN());
+  } else {
+    // The quiet NaN of each 16-bit type (as QuietNanBits in backend.h).
+    const uint16_t nan = args.dtype == ScoreType::kBFloat16 ? 0x7fc0 : 0x7e00;
+    PlaceOutputKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(args, nan);
+  }
   TOPK_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return absl::OkStatus();
 }

@@ -14,12 +14,13 @@ int64_t RoundUpPow2(int64_t v, int64_t cap) {
 }
 
 PlanKey BucketOf(int32_t k, int64_t rows, int64_t max_length, const SelectOptions& options,
-                 const RequestLimits& limits) {
+                 const RequestLimits& limits, ScoreType dtype) {
   return PlanKey{.k = k,
                  .max_rows = RoundUpPow2(rows, limits.max_rows),
                  .max_width = RoundUpPow2(max_length, limits.max_width),
                  .sorted = options.sorted,
-                 .deterministic = options.deterministic};
+                 .deterministic = options.deterministic,
+                 .dtype = dtype};
 }
 
 PlanKey KeyOf(const Plan& plan) {
@@ -27,18 +28,22 @@ PlanKey KeyOf(const Plan& plan) {
                  .max_rows = plan.shape.max_rows,
                  .max_width = plan.shape.max_width,
                  .sorted = plan.options.sorted,
-                 .deterministic = plan.options.deterministic};
+                 .deterministic = plan.options.deterministic,
+                 .dtype = plan.shape.dtype};
 }
 
 absl::StatusOr<size_t> MaxWorkspaceBytes(const Selector& selector, const RequestLimits& limits) {
   size_t most = 0;
   int64_t planned = 0;
   absl::Status first_error;
-  auto probe = [&](int32_t k, int64_t rows, int64_t width) {
+  auto probe = [&](int32_t k, int64_t rows, int64_t width, ScoreType dtype) {
     for (bool sorted : {false, true}) {
       for (bool deterministic : {false, true}) {
-        const ProblemShape shape{
-            .k = k, .max_rows = rows, .max_width = width, .layout = Layout::kPacked};
+        const ProblemShape shape{.k = k,
+                                 .max_rows = rows,
+                                 .max_width = width,
+                                 .layout = Layout::kPacked,
+                                 .dtype = dtype};
         absl::StatusOr<Plan> plan =
             selector.MakePlan(shape, {.sorted = sorted, .deterministic = deterministic});
         if (!plan.ok()) {
@@ -63,7 +68,9 @@ absl::StatusOr<size_t> MaxWorkspaceBytes(const Selector& selector, const Request
   for (int64_t rows = 1;; rows = RoundUpPow2(rows * 2, limits.max_rows)) {
     for (int64_t width = 1;; width = RoundUpPow2(width * 2, limits.max_width)) {
       for (int64_t k = 1;; k = RoundUpPow2(k * 2, limits.max_k)) {
-        probe(static_cast<int32_t>(k), rows, width);
+        // A type the backend cannot select fails in planning, like any
+        // other unplannable bucket, and costs no workspace.
+        for (ScoreType dtype : kAllScoreTypes) probe(static_cast<int32_t>(k), rows, width, dtype);
         if (k >= limits.max_k) break;
       }
       if (width >= limits.max_width) break;

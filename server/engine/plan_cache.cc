@@ -10,8 +10,11 @@ absl::StatusOr<const Plan*> PlanCache::Get(const PlanKey& key, const WorkerBacke
     return &it->second;
   }
   misses_.fetch_add(1, std::memory_order_relaxed);
-  const ProblemShape shape{
-      .k = key.k, .max_rows = key.max_rows, .max_width = key.max_width, .layout = Layout::kPacked};
+  const ProblemShape shape{.k = key.k,
+                           .max_rows = key.max_rows,
+                           .max_width = key.max_width,
+                           .layout = Layout::kPacked,
+                           .dtype = key.dtype};
   const SelectOptions options{.sorted = key.sorted, .deterministic = key.deterministic};
   absl::StatusOr<Plan> plan = backend.MakePlan(shape, options);
   if (!plan.ok()) return plan.status();

@@ -20,7 +20,7 @@ struct SelectInput {
   SelectOptions options;
   bool return_values = false;
   absl::Span<const int32_t> lengths;  // M entries, 0 <= L_r <= max_width
-  const RowSource* rows = nullptr;    // 4 * sum(lengths) bytes, packed LE FP32
+  const RowSource* rows = nullptr;    // bytes(dtype) * sum(lengths) bytes, packed LE
   int32_t max_length = 0;             // max_r L_r (picks the plan bucket)
   // Rows by reference (regions): where each row starts in `rows`, in
   // elements (M entries, checked against the source's extent). Empty: the
@@ -36,6 +36,8 @@ struct SelectInput {
   GpuOrderingEvents ordering;
   // The device that must serve the job (the one its regions are on); -1: any.
   int32_t device_ordinal = -1;
+  // The rows' element type; values come back in it.
+  ScoreType dtype = ScoreType::kFloat32;
 };
 
 // M: the host lengths' count, or num_rows when the lengths are on a GPU.
@@ -54,7 +56,8 @@ struct SelectTimings {
 // the input named an output target (the answer is already there).
 struct SelectOutput {
   absl::Span<const int32_t> indices;  // M x K
-  absl::Span<const float> values;     // M x K when input.return_values, else empty
+  // M x K elements of input.dtype (LE bytes) when input.return_values, else empty.
+  absl::Span<const std::byte> values;
   SelectTimings timings;
 };
 

@@ -64,8 +64,8 @@ void Worker::Serve(const QueuedJob& queued) {
 absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
   const int64_t rows = RowCount(input);
   const int64_t k = input.k;
-  absl::StatusOr<const Plan*> plan =
-      plans_.Get(BucketOf(input.k, rows, input.max_length, input.options, limits_), *backend_);
+  absl::StatusOr<const Plan*> plan = plans_.Get(
+      BucketOf(input.k, rows, input.max_length, input.options, limits_, input.dtype), *backend_);
   if (!plan.ok()) return plan.status();
 
   int64_t offset = 0;
@@ -83,7 +83,7 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
   const OutputTarget* target = input.output_target;
   const bool host_target = target != nullptr && target->device_ordinal < 0;
   const bool in_place = host_target && target->row_stride == k;
-  float* values = input.return_values ? values_.data() : nullptr;
+  void* values = input.return_values ? values_.data() : nullptr;
   if (in_place && values != nullptr) values = target->values;
   const SelectRows select_rows{.source = input.rows,
                                .lengths = input.lengths.empty() ? nullptr : input.lengths.data(),
@@ -92,7 +92,8 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
                                .total_elements = offset,
                                .device_lengths = input.device_lengths,
                                .width = input.max_length,
-                               .ordering = input.ordering};
+                               .ordering = input.ordering,
+                               .dtype = input.dtype};
   const SelectResults results{
       .indices = in_place ? target->indices : indices_.data(),
       .values = values,
@@ -129,21 +130,28 @@ absl::Status Worker::Run(const SelectInput& input, SelectOutput& output) {
     }
   }
   if (target != nullptr) {
-    if (host_target && !in_place) CopyToHostTarget(*target, rows, k, input.return_values);
+    if (host_target && !in_place) {
+      CopyToHostTarget(*target, rows, k, input.return_values ? ScoreTypeBytes(input.dtype) : 0);
+    }
     return absl::OkStatus();
   }
   output.indices = absl::MakeConstSpan(indices_.data(), rows * k);
-  if (input.return_values) output.values = absl::MakeConstSpan(values_.data(), rows * k);
+  if (input.return_values) {
+    output.values = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(values_.data()),
+                                        rows * k * ScoreTypeBytes(input.dtype));
+  }
   return absl::OkStatus();
 }
 
 void Worker::CopyToHostTarget(const OutputTarget& target, int64_t rows, int64_t k,
-                              bool with_values) const {
+                              size_t value_bytes) const {
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(target.indices + r * target.row_stride, indices_.data() + r * k,
                 k * sizeof(int32_t));
-    if (with_values) {
-      std::memcpy(target.values + r * target.row_stride, values_.data() + r * k, k * sizeof(float));
+    if (value_bytes > 0) {
+      std::memcpy(static_cast<std::byte*>(target.values) + r * target.row_stride * value_bytes,
+                  reinterpret_cast<const std::byte*>(values_.data()) + r * k * value_bytes,
+                  k * value_bytes);
     }
   }
 }

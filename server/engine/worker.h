@@ -48,8 +48,9 @@ class Worker {
   void Serve(const QueuedJob& queued);
   absl::Status Run(const SelectInput& input, SelectOutput& output);
   // The answer from the worker's buffers into a host target of stride > K.
+  // `value_bytes`: the size of one value (0: no values).
   void CopyToHostTarget(const OutputTarget& target, int64_t rows, int64_t k,
-                        bool with_values) const;
+                        size_t value_bytes) const;
 
   std::unique_ptr<WorkerBackend> backend_;
   RequestLimits limits_;
@@ -58,7 +59,7 @@ class Worker {
   // Sized for the limits at construction; never grown afterwards.
   std::vector<int64_t> row_offsets_;
   std::vector<int32_t> indices_;
-  std::vector<float> values_;
+  std::vector<float> values_;  // M x K of any score type (at most 4 bytes each)
   std::vector<RowStatus> row_status_;
   std::thread thread_;
 };

@@ -27,6 +27,7 @@ constexpr int kSessionId = v1::SelectRequest::kSessionIdFieldNumber;
 constexpr int kOrdering = v1::SelectRequest::kOrderingFieldNumber;
 constexpr int kScores = v1::InlineRows::kScoresFieldNumber;
 constexpr int kLengths = v1::InlineRows::kLengthsFieldNumber;
+constexpr int kDtype = v1::InlineRows::kDtypeFieldNumber;
 
 absl::Status Malformed(const char* what) {
   return absl::InvalidArgumentError(
@@ -94,6 +95,11 @@ absl::Status ReadInlineRows(CodedInputStream& in, size_t keep, RawSelectRequest&
     } else if (field == kLengths && (type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
                                      type == WireFormatLite::WIRETYPE_VARINT)) {
       if (!ReadLengths(in, tag, keep, out)) return Malformed("lengths");
+    } else if (field == kDtype && type == WireFormatLite::WIRETYPE_VARINT) {
+      // An enum is an int32 varint: negative values come as 10-byte varints.
+      uint64_t value = 0;
+      if (!in.ReadVarint64(&value)) return Malformed("dtype");
+      out.dtype = static_cast<int32_t>(value);
     } else if (!WireFormatLite::SkipField(&in, tag)) {
       return Malformed("inline_rows field");
     }

@@ -25,6 +25,9 @@ struct RawSelectRequest {
   int64_t num_lengths = 0;       // how many the message holds
   int64_t scores_offset = 0;     // where the score bytes start in the message
   int64_t scores_size = 0;
+  // inline_rows.dtype as sent (a topk.v1.ScoreType number, possibly one the
+  // enum does not define: see score_dtype.h).
+  int32_t dtype = 0;
   std::string request_id;
   // The message names regions (region_rows, output, session_id or
   // ordering). Such a message carries no large score payload of its own

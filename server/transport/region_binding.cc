@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/transport/region_service.h"
+#include "server/transport/score_dtype.h"
 #include "server/transport/validate.h"
 
 namespace topk::server {
@@ -118,7 +119,8 @@ absl::Status CheckLength(int64_t r, int32_t length, int64_t bound, const Request
 }
 
 // The rows: lengths (inline, or copied from a host region, or left on the
-// GPU), row starts, and the extent they span, all checked.
+// GPU), row starts, and the extent they span, all checked, in elements of
+// input.dtype.
 absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, Binder& binder,
                       RegionBinding& binding, SelectInput& input) {
   const int64_t m = rows.num_rows();
@@ -131,7 +133,9 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
                                                    " is out of range [0, ", limits.max_width,
                                                    "] (max_width)"));
   }
-  absl::StatusOr<Resolved> scores = binder.Memory(rows.scores(), "region_rows.scores", 4);
+  const uint64_t element_bytes = ScoreTypeBytes(input.dtype);
+  absl::StatusOr<Resolved> scores =
+      binder.Memory(rows.scores(), "region_rows.scores", element_bytes);
   if (!scores.ok()) return scores.status();
   const bool on_gpu = scores->region->device_ordinal() >= 0;
 
@@ -184,7 +188,7 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
   };
 
   // Row starts.
-  const uint64_t available = (scores->region->byte_size() - scores->offset) / sizeof(float);
+  const uint64_t available = (scores->region->byte_size() - scores->offset) / element_bytes;
   binding.row_offsets.resize(m);
   switch (rows.layout_case()) {
     case v1::RegionRows::kRowPitch: {
@@ -233,14 +237,14 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
   }
   int64_t extent = 0;
   for (int64_t r = 0; r < m; ++r) extent = std::max(extent, binding.row_offsets[r] + row_bound(r));
-  if (Wide{static_cast<uint64_t>(extent)} * sizeof(float) >
+  if (Wide{static_cast<uint64_t>(extent)} * element_bytes >
       static_cast<uint64_t>(limits.max_batch_bytes)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("region_rows: the rows span ", extent * 4,
+        absl::StrCat("region_rows: the rows span ", extent * element_bytes,
                      " bytes, over max_batch_bytes = ", limits.max_batch_bytes));
   }
   binding.rows.emplace(scores->region->data() + scores->offset,
-                       static_cast<size_t>(extent) * sizeof(float),
+                       static_cast<size_t>(extent) * element_bytes,
                        scores->region->device_ordinal());
   input.rows = &*binding.rows;
   input.lengths = binding.lengths;
@@ -250,8 +254,9 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
   return absl::OkStatus();
 }
 
+// Values are elements of the rows' type: `value_bytes` each.
 absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bool return_values,
-                        Binder& binder, OutputTarget& target) {
+                        uint64_t value_bytes, Binder& binder, OutputTarget& target) {
   const int64_t stride = output.row_stride() == 0 ? k : output.row_stride();
   if (stride < k) {
     return absl::InvalidArgumentError(
@@ -275,12 +280,12 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
         "output.values: required exactly when options.return_values is set");
   }
   if (return_values) {
-    absl::StatusOr<Resolved> values = binder.Memory(output.values(), "output.values", 4);
+    absl::StatusOr<Resolved> values = binder.Memory(output.values(), "output.values", value_bytes);
     if (!values.ok()) return values.status();
-    if (absl::Status s = Binder::Fits(*values, elements, sizeof(float), "output.values"); !s.ok()) {
+    if (absl::Status s = Binder::Fits(*values, elements, value_bytes, "output.values"); !s.ok()) {
       return s;
     }
-    target.values = reinterpret_cast<float*>(values->region->data() + values->offset);
+    target.values = values->region->data() + values->offset;
   }
   return absl::OkStatus();
 }
@@ -327,12 +332,19 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
                     .return_values = raw.options.return_values()};
   Binder binder(registry_, message.session_id(), binding, served_gpus_.empty());
   if (message.rows_case() == v1::SelectRequest::kRegionRows) {
+    absl::StatusOr<ScoreType> dtype =
+        ScoreTypeFromWire(message.region_rows().dtype(), "region_rows.dtype");
+    if (!dtype.ok()) return dtype.status();
+    input.dtype = *dtype;
     if (absl::Status s = BindRows(message.region_rows(), limits, binder, binding, input); !s.ok()) {
       return s;
     }
   } else if (message.rows_case() == v1::SelectRequest::kInlineRows && inline_rows != nullptr) {
-    absl::StatusOr<int32_t> longest =
-        ValidateSelect(raw.k, raw.num_lengths, raw.lengths, inline_rows->size_bytes(), limits);
+    absl::StatusOr<ScoreType> dtype = ScoreTypeFromWire(raw.dtype, "inline_rows.dtype");
+    if (!dtype.ok()) return dtype.status();
+    input.dtype = *dtype;
+    absl::StatusOr<int32_t> longest = ValidateSelect(
+        raw.k, raw.num_lengths, raw.lengths, inline_rows->size_bytes(), limits, input.dtype);
     if (!longest.ok()) return longest.status();
     input.lengths = raw.lengths;
     input.rows = inline_rows;
@@ -343,7 +355,7 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
   }
   if (message.has_output()) {
     if (absl::Status s = BindOutput(message.output(), input.num_rows, raw.k, input.return_values,
-                                    binder, binding.output);
+                                    ScoreTypeBytes(input.dtype), binder, binding.output);
         !s.ok()) {
       return s;
     }

@@ -11,6 +11,7 @@
 #include "server/engine/clock.h"
 #include "server/transport/raw_messages.h"
 #include "server/transport/raw_select.h"
+#include "server/transport/score_dtype.h"
 #include "server/transport/validate.h"
 #include "spdlog/spdlog.h"
 
@@ -63,13 +64,16 @@ grpc::Status FinishSelect(const SelectContext& select, const absl::Status& statu
   const int64_t bytes_out =
       EncodeResponse(output, input.k, rows, SteadyNowUs() - start_us, response);
   response.set_request_id(request_id);
+  if (input.return_values) response.set_values_dtype(ScoreTypeToWire(input.dtype));
   const auto size = static_cast<int64_t>(response.ByteSizeLong());
   if (select.max_send_message_bytes > 0 && size > select.max_send_message_bytes) {
     response.Clear();
     return Fail(select,
                 absl::ResourceExhaustedError(absl::StrCat(
                     "response: ", size, " bytes (", rows, " rows x k = ", input.k,
-                    input.return_values ? " x 8 with values" : " x 4",
+                    input.return_values
+                        ? absl::StrCat(" x ", 4 + ScoreTypeBytes(input.dtype), " with values")
+                        : std::string(" x 4"),
                     ") exceed --max_send_message_bytes = ", select.max_send_message_bytes,
                     "; send fewer rows per request or a smaller k")),
                 request_id, outcome);
@@ -136,8 +140,14 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
       FailNow(absl::InvalidArgumentError("rows: no rows given (set inline_rows)"));
       return;
     }
-    absl::StatusOr<int32_t> longest = ValidateSelect(raw_.k, raw_.num_lengths, raw_.lengths,
-                                                     static_cast<size_t>(raw_.scores_size), limits);
+    absl::StatusOr<ScoreType> dtype = ScoreTypeFromWire(raw_.dtype, "inline_rows.dtype");
+    if (!dtype.ok()) {
+      FailNow(dtype.status());
+      return;
+    }
+    absl::StatusOr<int32_t> longest =
+        ValidateSelect(raw_.k, raw_.num_lengths, raw_.lengths,
+                       static_cast<size_t>(raw_.scores_size), limits, *dtype);
     if (!longest.ok()) {
       FailNow(longest.status());
       return;
@@ -149,7 +159,8 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
                          .return_values = raw_.options.return_values(),
                          .lengths = raw_.lengths,
                          .rows = &*rows_,
-                         .max_length = *longest};
+                         .max_length = *longest,
+                         .dtype = *dtype};
     select_.engine->Submit(this);  // `this` may be gone once Submit returns
   }
 
@@ -312,6 +323,13 @@ class StreamSelect final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
       k_ = chunk.k();
       options_ = chunk.options();
       request_id_ = chunk.request_id();
+      absl::StatusOr<ScoreType> dtype = ScoreTypeFromWire(chunk.dtype(), "dtype");
+      if (!dtype.ok()) return dtype.status();
+      dtype_ = *dtype;
+    } else if (chunk.dtype() != v1::SCORE_TYPE_FP32 && chunk.dtype() != ScoreTypeToWire(dtype_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtype = ", chunk.dtype(), " differs from the first chunk's ", ScoreTypeToWire(dtype_),
+          " (", std::string(ScoreTypeName(dtype_)), "; leave it unset or equal)"));
     } else if ((chunk.k() != 0 && chunk.k() != k_) || chunk.has_options()) {
       return absl::InvalidArgumentError("k and options belong to the first chunk only");
     } else if (!chunk.request_id().empty() && chunk.request_id() != request_id_) {
@@ -344,7 +362,7 @@ class StreamSelect final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
     }
     absl::StatusOr<int32_t> longest =
         ValidateSelect(k_, static_cast<int64_t>(lengths_.size()), lengths_, scores_.size(),
-                       select_.engine->limits());
+                       select_.engine->limits(), dtype_);
     if (!longest.ok()) {
       Finish(Fail(select_, longest.status(), request_id_, outcome_));
       return;
@@ -355,7 +373,8 @@ class StreamSelect final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
                          .return_values = options_.return_values(),
                          .lengths = lengths_,
                          .rows = &*rows_,
-                         .max_length = *longest};
+                         .max_length = *longest,
+                         .dtype = dtype_};
     select_.engine->Submit(this);  // completes on a worker; OnDone waits for Finish
   }
 
@@ -380,6 +399,7 @@ class StreamSelect final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   int64_t chunks_ = 0;
   int32_t k_ = 0;
   v1::SelectOptions options_;
+  ScoreType dtype_ = ScoreType::kFloat32;
   std::string request_id_;
   std::vector<int32_t> lengths_;
   std::string scores_;  // the chunks' scores, back to back
@@ -406,7 +426,7 @@ int64_t EncodeResponse(const SelectOutput& output, int32_t k, int64_t rows, int6
                                      index_bytes);
   size_t value_bytes = 0;
   if (!output.values.empty()) {
-    value_bytes = output.values.size() * sizeof(float);
+    value_bytes = output.values.size();  // already in the request's type
     response.mutable_values()->assign(reinterpret_cast<const char*>(output.values.data()),
                                       value_bytes);
   }

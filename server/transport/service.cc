@@ -1,8 +1,12 @@
 #include "server/transport/service.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
+#include "absl/algorithm/container.h"
 #include "server/transport/raw_messages.h"
+#include "server/transport/score_dtype.h"
 
 namespace topk::server {
 
@@ -93,6 +97,14 @@ void TopKService::FillServerInfo(v1::ServerInfo& info) const {
   out->set_max_send_message_bytes(config_.max_send_message_bytes);
   info.set_echo_enabled(config_.enable_echo);
   info.set_regions_enabled(config_.regions.enabled);
+  // The types every device serves (a request may land on any of them).
+  std::vector<EngineDevice> devices = engine_->devices();
+  for (ScoreType type : kAllScoreTypes) {
+    const bool everywhere = std::all_of(devices.begin(), devices.end(), [&](const auto& device) {
+      return absl::c_linear_search(device.description.score_types, type);
+    });
+    if (everywhere && !devices.empty()) info.add_dtypes(ScoreTypeToWire(type));
+  }
 }
 
 grpc::ServerUnaryReactor* TopKService::GetStats(grpc::CallbackServerContext* context,

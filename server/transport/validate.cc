@@ -1,6 +1,7 @@
 #include "server/transport/validate.h"
 
 #include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -24,7 +25,7 @@ absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits)
 
 absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                        absl::Span<const int32_t> lengths, size_t score_bytes,
-                                       const RequestLimits& limits) {
+                                       const RequestLimits& limits, ScoreType dtype) {
   if (k < 1 || k > limits.max_k) {
     return absl::InvalidArgumentError(
         absl::StrCat("k = ", k, " is out of range [1, ", limits.max_k, "] (max_k)"));
@@ -53,16 +54,20 @@ absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
     total += length;
     longest = std::max(longest, length);
   }
-  const int64_t expected = total * 4;
+  const int element_bytes = ScoreTypeBytes(dtype);
+  const int64_t expected = total * element_bytes;
+  // FP32 messages stay as they were; the others name the type.
+  const std::string of_type =
+      dtype == ScoreType::kFloat32 ? "" : absl::StrCat(" of ", std::string(ScoreTypeName(dtype)));
   if (expected > limits.max_batch_bytes) {
     return absl::InvalidArgumentError(
-        absl::StrCat("scores: 4 * sum(lengths) = ", expected,
-                     " bytes exceed max_batch_bytes = ", limits.max_batch_bytes));
+        absl::StrCat("scores: ", element_bytes, " * sum(lengths) = ", expected,
+                     " bytes exceed max_batch_bytes = ", limits.max_batch_bytes, of_type));
   }
   if (static_cast<int64_t>(score_bytes) != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("scores: ", score_bytes,
-                                                   " bytes, expected 4 * sum(lengths) = ", expected,
-                                                   " for ", lengths.size(), " rows"));
+    return absl::InvalidArgumentError(absl::StrCat("scores: ", score_bytes, " bytes, expected ",
+                                                   element_bytes, " * sum(lengths) = ", expected,
+                                                   " for ", lengths.size(), " rows", of_type));
   }
   return longest;
 }

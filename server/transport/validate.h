@@ -20,12 +20,14 @@ absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits);
 // A stream's score bytes so far against max_batch_bytes.
 absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits);
 
-// Checks K, the row count, every length and the byte count against `limits`.
+// Checks K, the row count, every length and the byte count (bytes(dtype) *
+// sum(lengths)) against `limits`.
 // `num_rows` is how many lengths the request holds; `lengths` may keep fewer
 // when that is over the limit (the decoder stops storing them there).
 // Returns max_r L_r.
 absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                        absl::Span<const int32_t> lengths, size_t score_bytes,
-                                       const RequestLimits& limits);
+                                       const RequestLimits& limits,
+                                       ScoreType dtype = ScoreType::kFloat32);
 
 }  // namespace topk::server

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -26,10 +27,24 @@ class Channel;
 namespace topk::client {
 
 // Packed inline rows: row r's lengths[r] valid values follow row r-1's.
+// FP32 rows fill `scores`; BF16 / FP16 rows set `dtype` and fill `scores16`
+// with the raw 16-bit patterns instead (half the bytes on the wire).
 struct Rows {
-  absl::Span<const float> scores;  // sum(lengths) values
+  absl::Span<const float> scores;  // FP32: sum(lengths) values
   absl::Span<const int32_t> lengths;
+  v1::ScoreType dtype = v1::SCORE_TYPE_FP32;
+  absl::Span<const uint16_t> scores16;  // BF16 / FP16: sum(lengths) bit patterns
 };
+
+// Rows of 16-bit scores (`dtype` SCORE_TYPE_BF16 or SCORE_TYPE_FP16), sent
+// as they are: no conversion on either side.
+inline Rows HalfRows(v1::ScoreType dtype, absl::Span<const uint16_t> scores,
+                     absl::Span<const int32_t> lengths) {
+  return Rows{.lengths = lengths, .dtype = dtype, .scores16 = scores};
+}
+
+// The score bytes of `rows` as they travel (little-endian, packed).
+std::string_view ScoreBytes(const Rows& rows);
 
 struct CallOptions {
   bool sorted = false;
@@ -51,7 +66,11 @@ struct SelectResult {
   int64_t num_rows = 0;
   int32_t k = 0;
   std::vector<int32_t> indices;  // num_rows x k
-  std::vector<float> values;     // num_rows x k when return_values
+  // num_rows x k when return_values, in the request's type: `values` for
+  // FP32, the raw patterns in `values16` for BF16 / FP16 (`values_dtype`).
+  std::vector<float> values;
+  std::vector<uint16_t> values16;
+  v1::ScoreType values_dtype = v1::SCORE_TYPE_FP32;
   ServerTimings server;
   int64_t client_us = 0;  // round trip seen by the client
 };

@@ -73,7 +73,8 @@ struct RegionSlice {
 
 // Rows by reference (see topk.proto, RegionRows): pitched when row_pitch > 0,
 // else packed with int64 element offsets in `row_offsets`; lengths inline or
-// in `lengths_ref` (then `width` bounds every length).
+// in `lengths_ref` (then `width` bounds every length). Offsets, pitch and
+// width count elements of `dtype` (2 bytes for BF16 / FP16, 4 for FP32).
 struct RegionRowsRef {
   RegionSlice scores;
   int32_t num_rows = 0;
@@ -82,6 +83,7 @@ struct RegionRowsRef {
   std::vector<int32_t> lengths;
   std::optional<RegionSlice> lengths_ref;
   int32_t width = 0;
+  v1::ScoreType dtype = v1::SCORE_TYPE_FP32;
 };
 
 // Where the server writes the answer (RegionOutput): row r's K indices at
