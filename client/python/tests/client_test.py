@@ -12,6 +12,7 @@ import grpc
 import numpy as np
 
 from topk_client import AsyncTopKClient, TopKClient, pack_rows
+from topk_client.dtypes import bf16_to_float, float_to_bf16
 
 
 def expected_sets(matrix, lengths, k):
@@ -74,6 +75,58 @@ def test_padded_rows(client, rng):
         pass
 
 
+def check_values(result, matrix, k, nan_bits):
+    """Values in the input type: the score at each index, bit for bit, and
+    the type's quiet NaN at -1 slots."""
+    for r in range(matrix.shape[0]):
+        for j in range(k):
+            i = result.indices[r, j]
+            got = result.values[r, j:j + 1].view(np.uint16)[0]
+            want = matrix[r, i:i + 1].view(np.uint16)[0] if i >= 0 else nan_bits
+            assert got == want, (r, j, i, got, want)
+
+
+def test_half_precision(client, rng):
+    """FP16 as numpy float16, BF16 as torch.bfloat16 tensors when torch is
+    importable, else as uint16 patterns with dtype="bf16": half the bytes on
+    the wire, exact answers, values in the input type."""
+    matrix, lengths = padded_rows(rng, 6, 5000)  # integers: exact in both types, heavy ties
+    matrix[matrix > 1e20] = 32768.0               # padding: huge, exact in FP16 and BF16
+    k = 64
+    sent = 2 * int(lengths.sum())
+    half = matrix.astype(np.float16)
+    before = client.stats().bytes_in
+    result = client.select(half, k, lengths=lengths, return_values=True)
+    assert client.stats().bytes_in - before == sent, "FP16 rows must travel as 2 bytes each"
+    check_exact(result, half, lengths, k)
+    assert result.values.dtype == np.float16
+    check_values(result, half, k, 0x7E00)
+    check_exact(client.select_streaming(half, k, lengths=lengths, chunk_bytes=1001), half,
+                lengths, k)
+
+    bits = float_to_bf16(matrix)
+    widened = bf16_to_float(bits)
+    assert np.array_equal(widened, matrix)  # small integers and 2^15 are exact in BF16
+    try:
+        import torch
+        rows = torch.from_numpy(matrix).to(torch.bfloat16)
+        result = client.select(rows, k, lengths=lengths, return_values=True)
+    except ImportError:
+        result = client.select(bits, k, lengths=lengths, return_values=True, dtype="bf16")
+    check_exact(result, widened, lengths, k)
+    assert result.values.dtype == np.uint16
+    check_values(result, bits, k, 0x7FC0)
+    # FP32 rows rounded to BF16 on the client give the same answer.
+    rounded = client.select(matrix, k, lengths=lengths, dtype="bf16", deterministic=True)
+    exact = client.select(bits, k, lengths=lengths, dtype="bf16", deterministic=True)
+    assert np.array_equal(rounded.indices, exact.indices)
+    try:
+        client.select(bits, k, lengths=lengths)
+        raise AssertionError("uint16 rows without a dtype accepted")
+    except ValueError:
+        pass
+
+
 def test_health(client):
     assert client.is_serving()
     try:
@@ -127,11 +180,12 @@ def main():
     with TopKClient(f"127.0.0.1:{port_a}") as client:
         client.wait_for_serving(10)
         test_padded_rows(client, rng)
+        test_half_precision(client, rng)
         test_health(client)
     test_message_limit(port_a, rng)
     test_round_robin(port_a, port_b, rng)
     asyncio.run(async_selects(port_b, rng))
-    print("python client: padded rows, health, limits, round_robin, asyncio ok")
+    print("python client: padded rows, fp16/bf16, health, limits, round_robin, asyncio ok")
 
 
 if __name__ == "__main__":

@@ -43,17 +43,19 @@ class AsyncTopKClient:
 
     async def select(self, rows: Rows, k: int, *, lengths=None, sorted: bool = False,
                      deterministic: bool = False, return_values: bool = False,
-                     request_id: str = "", timeout: Optional[float] = None) -> SelectResult:
+                     request_id: str = "", timeout: Optional[float] = None,
+                     dtype: Optional[str] = None) -> SelectResult:
         request = _select_request(rows, k, lengths, sorted, deterministic, return_values,
-                                  request_id)
+                                  request_id, dtype)
         return _decode(await self._stub.Select(request, timeout=timeout))
 
     async def select_streaming(self, rows: Rows, k: int, *, lengths=None,
                                chunk_bytes: int = 4 << 20, sorted: bool = False,
                                deterministic: bool = False, return_values: bool = False,
-                               timeout: Optional[float] = None) -> SelectResult:
+                               timeout: Optional[float] = None,
+                               dtype: Optional[str] = None) -> SelectResult:
         chunks = _stream_chunks(rows, k, lengths, chunk_bytes, sorted, deterministic,
-                                return_values)
+                                return_values, dtype)
         return _decode(await self._stub.SelectStream(chunks, timeout=timeout))
 
     async def server_info(self):

@@ -8,6 +8,7 @@ import grpc
 import numpy as np
 
 from topk_client._stubs import health_pb2, topk_pb2, topk_pb2_grpc  # noqa: F401
+from topk_client.dtypes import as_wire_rows, decode_values
 
 # Rows: a list of 1-D arrays (ragged), or a 2-D (M, N) array, padded when
 # `lengths` is given (row r is its first lengths[r] values).
@@ -19,17 +20,20 @@ _SERVING = 1  # grpc.health.v1.HealthCheckResponse.SERVING
 @dataclass
 class SelectResult:
     indices: np.ndarray            # (M, K) int32, -1 where a row had fewer than K values
-    values: Optional[np.ndarray]   # (M, K) float32 when return_values, NaN at -1 slots
+    # (M, K) when return_values, NaN at -1 slots, in the rows' type: float32,
+    # float16, or uint16 BF16 patterns (topk_client.dtypes.bf16_to_float).
+    values: Optional[np.ndarray]
     queue_us: int
     device_us: int
     total_us: int
 
 
-def pack_rows(rows: Rows, lengths=None) -> Tuple[bytes, List[int]]:
+def pack_rows(rows: Rows, lengths=None, element="<f4") -> Tuple[bytes, List[int]]:
     """Packs rows into (scores bytes, lengths): the wire layout, valid
-    prefixes back to back."""
+    prefixes back to back, as `element`s (the numpy type of the wire's
+    ScoreType: "<f4", "<f2", or "<u2" for BF16 patterns)."""
     if lengths is not None:
-        matrix = np.asarray(rows, dtype="<f4")
+        matrix = np.asarray(rows, dtype=element)
         if matrix.ndim != 2:
             raise ValueError(f"rows with lengths must be 2-D (M, N), got shape {matrix.shape}")
         lengths = np.asarray(lengths).reshape(-1).astype(np.int64)
@@ -45,10 +49,10 @@ def pack_rows(rows: Rows, lengths=None) -> Tuple[bytes, List[int]]:
             scores = matrix[np.arange(n)[None, :] < lengths[:, None]]
         return scores.tobytes(), [int(x) for x in lengths]
     if isinstance(rows, np.ndarray) and rows.ndim == 2:
-        matrix = np.ascontiguousarray(rows, dtype="<f4")
+        matrix = np.ascontiguousarray(rows, dtype=element)
         return matrix.tobytes(), [matrix.shape[1]] * matrix.shape[0]
-    arrays = [np.ascontiguousarray(r, dtype="<f4").ravel() for r in rows]
-    scores = np.concatenate(arrays) if arrays else np.zeros(0, dtype="<f4")
+    arrays = [np.ascontiguousarray(r, dtype=element).ravel() for r in rows]
+    scores = np.concatenate(arrays) if arrays else np.zeros(0, dtype=element)
     return scores.tobytes(), [int(a.size) for a in arrays]
 
 
@@ -84,28 +88,31 @@ def _decode(response) -> SelectResult:
     shape = (response.num_rows, response.k)
     # Copies: writable arrays that do not keep the response alive.
     indices = np.frombuffer(response.indices, dtype="<i4").reshape(shape).copy()
-    values = (np.frombuffer(response.values, dtype="<f4").reshape(shape).copy()
+    values = (decode_values(response.values, response.values_dtype, shape)
               if response.values else None)
     t = response.timings
     return SelectResult(indices, values, t.queue_us, t.device_us, t.total_us)
 
 
-def _select_request(rows, k, lengths, sorted, deterministic, return_values, request_id):
-    scores, row_lengths = pack_rows(rows, lengths)
+def _select_request(rows, k, lengths, sorted, deterministic, return_values, request_id,
+                    dtype=None):
+    rows, wire, element = as_wire_rows(rows, dtype)
+    scores, row_lengths = pack_rows(rows, lengths, element)
     return topk_pb2.SelectRequest(
         k=k,
         options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
                                        return_values=return_values),
-        inline_rows=topk_pb2.InlineRows(scores=scores, lengths=row_lengths),
+        inline_rows=topk_pb2.InlineRows(scores=scores, lengths=row_lengths, dtype=wire),
         request_id=request_id)
 
 
 def _stream_chunks(rows, k, lengths, chunk_bytes, sorted, deterministic,
-                   return_values) -> Iterable:
-    scores, row_lengths = pack_rows(rows, lengths)
+                   return_values, dtype=None) -> Iterable:
+    rows, wire, element = as_wire_rows(rows, dtype)
+    scores, row_lengths = pack_rows(rows, lengths, element)
     yield topk_pb2.SelectChunk(
         k=k, options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
-                                            return_values=return_values))
+                                            return_values=return_values), dtype=wire)
     step = max(4, chunk_bytes - chunk_bytes % 4)
     for i in range(0, max(len(scores), 1), step):
         yield topk_pb2.SelectChunk(scores=scores[i:i + step])
@@ -149,30 +156,37 @@ class TopKClient:
 
     def select(self, rows: Rows, k: int, *, lengths=None, sorted: bool = False,
                deterministic: bool = False, return_values: bool = False,
-               request_id: str = "", timeout: Optional[float] = None) -> SelectResult:
+               request_id: str = "", timeout: Optional[float] = None,
+               dtype: Optional[str] = None) -> SelectResult:
         """Top-k indices of every row: a list of 1-D arrays (they may differ in
-        length), or a 2-D (M, N) array, padded when `lengths` is given."""
+        length), or a 2-D (M, N) array, padded when `lengths` is given.
+        dtype ("fp32" | "bf16" | "fp16"): the type the rows travel as; None
+        infers it (float16 arrays and tensors: fp16, torch.bfloat16: bf16,
+        else fp32). uint16 arrays are raw BF16 / FP16 patterns and need it."""
         request = _select_request(rows, k, lengths, sorted, deterministic, return_values,
-                                  request_id)
+                                  request_id, dtype)
         return _decode(self._stub.Select(request, timeout=timeout))
 
     def select_future(self, rows: Rows, k: int, *, lengths=None, sorted: bool = False,
                       deterministic: bool = False, return_values: bool = False,
-                      request_id: str = "", timeout: Optional[float] = None):
+                      request_id: str = "", timeout: Optional[float] = None,
+                      dtype: Optional[str] = None):
         """Asynchronous select on a thread: a grpc.Future whose result() is the
         raw response; decode with TopKClient.decode."""
         request = _select_request(rows, k, lengths, sorted, deterministic, return_values,
-                                  request_id)
+                                  request_id, dtype)
         return self._stub.Select.future(request, timeout=timeout)
 
     decode = staticmethod(_decode)
 
     def select_streaming(self, rows: Rows, k: int, *, lengths=None, chunk_bytes: int = 4 << 20,
                          sorted: bool = False, deterministic: bool = False,
-                         return_values: bool = False, timeout: Optional[float] = None):
+                         return_values: bool = False, timeout: Optional[float] = None,
+                         dtype: Optional[str] = None):
         """Like select, but sent as SelectStream chunks: no message-size bound."""
         return _decode(self._stub.SelectStream(
-            _stream_chunks(rows, k, lengths, chunk_bytes, sorted, deterministic, return_values),
+            _stream_chunks(rows, k, lengths, chunk_bytes, sorted, deterministic, return_values,
+                           dtype),
             timeout=timeout))
 
     def server_info(self):

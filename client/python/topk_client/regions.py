@@ -228,20 +228,24 @@ class ZeroCopyClient:
     # --- select --------------------------------------------------------------
 
     def select(self, scores, lengths, k: int, *, out=None, values=None, sorted: bool = False,
-               deterministic: bool = False, ordering: str = "event", request_id: str = ""):
+               deterministic: bool = False, ordering: str = "event", request_id: str = "",
+               dtype: Optional[str] = None):
         """Top-k indices of every row of the 2-D padded `scores` (M, N), row r's
         valid prefix being lengths[r] long.
 
-        scores: a torch CUDA float32 tensor (rows contiguous, any row stride)
-        or a numpy float32 array from shared_array(). lengths: a sequence /
-        numpy array (sent inline), or an int32 tensor on the scores' GPU
-        (read there; then no length may exceed N). out: (M, >=k) int32 on the
-        same device to write in place; None: a new tensor (torch, written in
-        place on the GPU) or numpy array (from the reply). values: (M, >=k)
-        float32 like out, to also get the selected values.
+        scores: a torch CUDA float32, bfloat16 or float16 tensor (rows
+        contiguous, any row stride) or a numpy float32 / float16 array from
+        shared_array() (uint16 arrays of raw patterns with dtype="bf16" or
+        "fp16"). lengths: a sequence / numpy array (sent inline), or an int32
+        tensor on the scores' GPU (read there; then no length may exceed N).
+        out: (M, >=k) int32 on the same device to write in place; None: a new
+        tensor (torch, written in place on the GPU) or numpy array (from the
+        reply). values: (M, >=k) like out, of the scores' type, to also get the
+        selected values.
         Returns out (or the new indices)."""
         is_torch = type(scores).__module__.startswith("torch")
-        unit_stride = (scores.stride(1) == 1) if is_torch else (scores.strides[1] == 4)
+        unit_stride = (scores.stride(1) == 1) if is_torch else (
+            scores.strides[1] == scores.itemsize)
         if scores.ndim != 2 or not unit_stride:
             raise RegionError("scores: a 2-D array with contiguous rows")
         m = scores.shape[0]
@@ -252,12 +256,15 @@ class ZeroCopyClient:
                                            return_values=values is not None))
         if is_torch:
             return self._select_torch(request, rows, scores, lengths, k, out, values, ordering)
-        return self._select_numpy(request, rows, scores, lengths, k, out, values)
+        return self._select_numpy(request, rows, scores, lengths, k, out, values, dtype)
 
     def _select_torch(self, request, rows, scores, lengths, k, out, values, ordering):
         import torch
-        if not scores.is_cuda or scores.dtype != torch.float32:
-            raise RegionError("scores: a float32 CUDA tensor")
+        wire = {torch.float32: topk_pb2.SCORE_TYPE_FP32, torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
+                torch.float16: topk_pb2.SCORE_TYPE_FP16}.get(scores.dtype)
+        if not scores.is_cuda or wire is None:
+            raise RegionError("scores: a float32, bfloat16 or float16 CUDA tensor")
+        rows.dtype = wire
         device = scores.device
         rows.scores.CopyFrom(self._cuda_ref(scores, "scores"))
         rows.row_pitch = scores.stride(0)
@@ -271,7 +278,7 @@ class ZeroCopyClient:
                                                  else lengths))
         if out is None:
             out = torch.empty((scores.shape[0], k), dtype=torch.int32, device=device)
-        for name, t, dtype in (("out", out, torch.int32), ("values", values, torch.float32)):
+        for name, t, dtype in (("out", out, torch.int32), ("values", values, scores.dtype)):
             if t is not None and (t.device != device or t.dtype != dtype or t.stride(1) != 1
                                   or t.shape[1] < k or t.shape[0] != scores.shape[0]):
                 raise RegionError(f"{name}: ({scores.shape[0]}, >= {k}) {dtype} on {device} "
@@ -296,11 +303,19 @@ class ZeroCopyClient:
             stream.wait_event(done)
         return out
 
-    def _select_numpy(self, request, rows, scores, lengths, k, out, values):
-        if scores.dtype != np.float32:
-            raise RegionError("scores: float32")
+    def _select_numpy(self, request, rows, scores, lengths, k, out, values, dtype):
+        if scores.dtype == np.float32 and dtype in (None, "fp32"):
+            rows.dtype = topk_pb2.SCORE_TYPE_FP32
+        elif scores.dtype == np.float16 and dtype in (None, "fp16"):
+            rows.dtype = topk_pb2.SCORE_TYPE_FP16
+        elif scores.dtype == np.uint16 and dtype in ("bf16", "fp16"):
+            rows.dtype = topk_pb2.SCORE_TYPE_BF16 if dtype == "bf16" else topk_pb2.SCORE_TYPE_FP16
+        else:
+            raise RegionError("scores: float32, float16, or uint16 with dtype='bf16' or 'fp16'")
+        if values is not None and values.itemsize != scores.itemsize:
+            raise RegionError(f"values: {scores.itemsize}-byte elements, the scores' type")
         rows.scores.CopyFrom(self._host_ref(scores, "scores"))
-        rows.row_pitch = scores.strides[0] // 4
+        rows.row_pitch = scores.strides[0] // scores.itemsize
         if isinstance(lengths, np.ndarray) and self._owns(lengths):
             rows.lengths_ref.CopyFrom(self._host_ref(np.ascontiguousarray(lengths), "lengths"))
         else:
