@@ -25,6 +25,13 @@ set -x
 awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
      END { exit (n == 2 && !bad) ? 0 : 1 }' "$work/out.txt"
 ! ls /dev/shm | grep -q "topk-loadgen-"
+# FP16 rows in the segment (2-byte elements, offsets in elements of the type).
+"$loadgen" --target="unix:$sock" --transport=shm --dtype=fp16 --rows=8 --width=20000 --k=64 \
+  --concurrency=2 --duration_s=1 --warmup_s=0.2 --verify_every=1 --progress=false \
+  | tee "$work/fp16.txt"
+awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
+     END { exit (n == 1 && !bad) ? 0 : 1 }' "$work/fp16.txt"
+! ls /dev/shm | grep -q "topk-loadgen-"
 ! "$loadgen" --target="unix:$sock.off" --transport=shm --rows=2 --width=1000 --k=8 \
   --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false 2>"$work/err.txt"
 grep -q -- "--enable_regions" "$work/err.txt"

@@ -29,6 +29,17 @@ set -x
 "$cli" replay $t --input="$work/rows.bin" --k=100 --repeat=3 --stream --chunk_bytes=50000
 ! "$cli" select $t --rows=8 --width=100 --k=513 2>"$work/err.txt"
 grep -q "INVALID_ARGUMENT" "$work/err.txt"
+# 16-bit rows (verified in their type), streamed with chunks cut inside elements.
+"$cli" select $t --rows=8 --width=30000 --k=100 --distribution=bf16_ties --dtype=bf16 \
+  --return_values --stream --chunk_bytes=1001 | grep -q "2.*yes"
+"$cli" select $t --rows=8 --width=30000 --k=100 --dtype=fp16 --sorted --deterministic
+! "$cli" select $t --dtype=fp8 2>"$work/err.txt"
+grep -q "unknown dtype 'fp8' (fp32, bf16, fp16)" "$work/err.txt"
+"$loadgen" $t --rows=8 --width=20000 --k=64 --dtype=bf16 --concurrency=2 --duration_s=1 \
+  --warmup_s=0.2 --verify_every=1 --progress=false | tee "$work/bf16.txt"
+grep -q "(indexer, causal, bf16), k=64" "$work/bf16.txt"
+awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
+     END { exit (n == 1 && !bad) ? 0 : 1 }' "$work/bf16.txt"
 "$loadgen" $t --rows=8 --width=20000 --k=64 --concurrency=1,3 --duration_s=1 --warmup_s=0.2 \
   --verify_every=1 --progress=false --csv="$work/c.csv" --json="$work/c.json"
 "$loadgen" $t --rows=8 --width=20000 --k=64 --request_rate=40 --duration_s=1 --warmup_s=0.2 \
