@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from topk_client import RegionError, ZeroCopyClient
+from topk_client.dtypes import bf16_to_float, float_to_bf16
 
 
 def check_row(row: np.ndarray, length: int, k: int, got: np.ndarray, values=None):
@@ -71,6 +72,27 @@ def main():
             assert "shared_array" in str(e)
         names = [r.name for r in topk.session.list()]
         assert len(names) == 4, names
+
+        # 16-bit rows in shared memory: float16, and BF16 as uint16 patterns
+        # (the same values: multiples of 1/8 below 64 are exact in both).
+        # Values come back in the rows' type, 2 bytes each.
+        for dtype, element in (("fp16", np.float16), ("bf16", np.uint16)):
+            half = topk.shared_array((m, n), element)
+            half[:] = np.float16(np.nan) if element is np.float16 else np.uint16(0x7FC0)
+            for r in range(m):
+                row = scores[r, :lengths[r]]
+                half[r, :lengths[r]] = row if element is np.float16 else float_to_bf16(row)
+            half_values = topk.shared_array((m, k + 3), element)
+            result = topk.select(half, lengths, k, out=out, values=half_values, dtype=dtype)
+            assert result is out
+            widened = half.astype(np.float32) if element is np.float16 else bf16_to_float(half)
+            for r in range(m):
+                check_row(widened[r], lengths[r], k, out[r, :k])
+                chosen = out[r, :min(k, lengths[r])]
+                assert np.array_equal(half_values[r, :len(chosen)].view(np.uint16),
+                                      half[r, chosen].view(np.uint16)), "values in the type"
+                nan = 0x7E00 if element is np.float16 else 0x7FC0
+                assert np.all(half_values[r, len(chosen):k].view(np.uint16) == nan), "NaN slots"
     print("regions over shared memory: exact")
     return 0
 
