@@ -61,7 +61,9 @@ class RegionService {
   RegionService(const RegionService&) = delete;
   RegionService& operator=(const RegionService&) = delete;
 
-  grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(grpc::CallbackServerContext* context);
+  // `request`: the serialized OpenSessionRequest (refused when it is not one).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* OpenSession(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request);
   grpc::Status Register(grpc::CallbackServerContext* context,
                         const v1::RegisterRegionRequest& request,
                         v1::RegisterRegionResponse& response);

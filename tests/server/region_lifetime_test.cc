@@ -96,7 +96,17 @@ client::RegionRowsRef PitchedRef(const SegmentRows& laid, const tools::PackedRow
 
 enum class Release { kUnregister, kEndSession };
 
-void ReadsCompleteAfter(Release how) {
+// One Select outside the session: unary, or on a pipeline of its own.
+absl::StatusOr<client::SelectResult> SelectOn(client::CallPath path, client::Client& client,
+                                              const v1::SelectRequest& request) {
+  if (path == client::CallPath::kUnary) return client.Select(request);
+  absl::StatusOr<std::unique_ptr<client::SelectPipeline>> pipeline =
+      client::SelectPipeline::Open(client.channel());
+  if (!pipeline.ok()) return pipeline.status();
+  return (*pipeline)->Call(request);
+}
+
+void ReadsCompleteAfter(Release how, client::CallPath path) {
   absl::Notification entered, release;
   ServerOptions options = RegionServerOptions();
   options.backends.workers = 1;
@@ -104,7 +114,7 @@ void ReadsCompleteAfter(Release how) {
     return std::make_unique<GatedDevice>(&entered, &release);
   };
   TestServer t = StartServer(options);
-  auto session = client::RegionSession::Open(*t.client);
+  auto session = client::RegionSession::Open(*t.client, path);
   ASSERT_TRUE(session.ok()) << session.status();
   const int32_t k = 50;
   const tools::PackedRows rows =
@@ -121,8 +131,9 @@ void ReadsCompleteAfter(Release how) {
   const v1::SelectRequest request =
       (*session)->MakeRequest(k, ref, end_session ? nullptr : &out, {});
   absl::StatusOr<client::SelectResult> result;
-  std::thread caller(
-      [&] { result = end_session ? t.client->Select(request) : (*session)->Select(request); });
+  std::thread caller([&] {
+    result = end_session ? SelectOn(path, *t.client, request) : (*session)->Select(request);
+  });
   entered.WaitForNotification();  // the request holds the region now
 
   if (end_session) {
@@ -150,11 +161,19 @@ void ReadsCompleteAfter(Release how) {
 }
 
 TEST(RegionLifetime, UnregisterWhileInFlightDefersTheClose) {
-  ReadsCompleteAfter(Release::kUnregister);
+  ReadsCompleteAfter(Release::kUnregister, client::CallPath::kUnary);
 }
 
 TEST(RegionLifetime, SessionEndWhileInFlightDefersTheClose) {
-  ReadsCompleteAfter(Release::kEndSession);
+  ReadsCompleteAfter(Release::kEndSession, client::CallPath::kUnary);
+}
+
+TEST(RegionLifetime, UnregisterWhileInFlightOnAPipelineDefersTheClose) {
+  ReadsCompleteAfter(Release::kUnregister, client::CallPath::kStream);
+}
+
+TEST(RegionLifetime, SessionEndWhileInFlightOnAPipelineDefersTheClose) {
+  ReadsCompleteAfter(Release::kEndSession, client::CallPath::kStream);
 }
 
 absl::StatusOr<std::vector<v1::RegionInfo>> ListFor(const client::Client& client,
