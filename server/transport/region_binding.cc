@@ -68,6 +68,7 @@ class Binder {
           absl::StrCat(field, ".offset: ", ref.offset(), " is not ", alignment, "-byte aligned"));
     }
     binding_.leases.push_back(*std::move(lease));
+    binding_.names.push_back(ref.region());
     return Resolved{.region = &region, .offset = ref.offset()};
   }
 
@@ -302,10 +303,23 @@ absl::StatusOr<void*> BindEvent(const RegionRegistry& registry, const std::strin
   }
   void* event = (*lease)->cuda_event();
   binding.leases.push_back(*std::move(lease));
+  binding.names.push_back(name);
   return event;
 }
 
 }  // namespace
+
+absl::Status CheckNoFaults(const RegionBinding& binding) {
+  for (size_t i = 0; i < binding.leases.size(); ++i) {
+    if (binding.leases[i]->poisoned()) {
+      return absl::DataLossError(absl::StrCat(
+          "region '", binding.names[i],
+          "': the shared-memory object shrank while the server read or wrote it; the request "
+          "is void and the region is poisoned (unregister it)"));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContext* context,
                                                       const RawSelectRequest& raw,

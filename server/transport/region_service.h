@@ -47,11 +47,18 @@ bool IsLocalPeer(absl::string_view peer);
 // row offsets (so the client cannot change them after they were checked).
 struct RegionBinding {
   std::vector<RegionLease> leases;
+  // leases[i]'s name, in the request's message (which outlives the binding).
+  std::vector<absl::string_view> names;
   std::optional<RegionRows> rows;
   std::vector<int32_t> lengths;
   std::vector<int64_t> row_offsets;
   OutputTarget output;
 };
+
+// After the request's reads and writes: DATA_LOSS naming the region when
+// one of them faulted (its memory shrank under the server; what the request
+// read from it may be zeros, what it wrote is lost).
+absl::Status CheckNoFaults(const RegionBinding& binding);
 
 class RegionService {
  public:

@@ -30,9 +30,9 @@ class PipelinedRequest final : public SelectJob {
   bool IsCancelled() const override { return context_->IsCancelled(); }
   void Complete(const absl::Status& status, const SelectOutput& output) override {
     v1::SelectReply reply;
-    const grpc::Status result =
-        FinishSelect(select_, status, output, prepared_.input, start_us_, prepared_.raw.request_id,
-                     *reply.mutable_response(), outcome_);
+    const grpc::Status result = FinishSelect(
+        select_, status.ok() ? CheckNoFaults(prepared_.regions) : status, output, prepared_.input,
+        start_us_, prepared_.raw.request_id, *reply.mutable_response(), outcome_);
     Answer(result, reply);
   }
 

@@ -63,8 +63,9 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   bool IsCancelled() const override { return context_->IsCancelled(); }
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
-    grpc::Status result = FinishSelect(select_, status, output, prepared_.input, start_us_,
-                                       prepared_.raw.request_id, message_, outcome_);
+    grpc::Status result =
+        FinishSelect(select_, status.ok() ? CheckNoFaults(prepared_.regions) : status, output,
+                     prepared_.input, start_us_, prepared_.raw.request_id, message_, outcome_);
     if (result.ok()) result = ToGrpcStatus(SerializeMessage(message_, *response_));
     Record(select_, outcome_);  // before the client can see the answer
     Finish(result);
