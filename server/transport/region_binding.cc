@@ -22,16 +22,15 @@ struct Resolved {
 
 class Binder {
  public:
-  Binder(const RegionRegistry& registry, const std::string& session, RegionBinding& binding,
-         bool cpu_backend)
-      : registry_(registry), session_(session), binding_(binding), cpu_backend_(cpu_backend) {}
+  Binder(const SessionRegions& session, RegionBinding& binding, bool cpu_backend)
+      : session_(session), binding_(binding), cpu_backend_(cpu_backend) {}
 
   // Leases `ref`'s region, which must hold bytes (not an event), sit on the
   // request's device, and have `ref.offset` aligned to `alignment` and
   // within its range.
   absl::StatusOr<Resolved> Memory(const v1::RegionRef& ref, absl::string_view field,
                                   uint64_t alignment) {
-    absl::StatusOr<RegionLease> lease = registry_.Lease(session_, ref.region());
+    absl::StatusOr<RegionLease> lease = session_.Lease(ref.region());
     if (!lease.ok()) {
       return absl::Status(lease.status().code(),
                           absl::StrCat(field, ".region: ", lease.status().message()));
@@ -93,8 +92,7 @@ class Binder {
   }
 
  private:
-  const RegionRegistry& registry_;
-  const std::string& session_;
+  const SessionRegions& session_;
   RegionBinding& binding_;
   bool cpu_backend_;
   std::optional<int32_t> device_;
@@ -286,10 +284,9 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> BindEvent(const RegionRegistry& registry, const std::string& session,
-                                const std::string& name, absl::string_view field, int32_t device,
-                                RegionBinding& binding) {
-  absl::StatusOr<RegionLease> lease = registry.Lease(session, name);
+absl::StatusOr<void*> BindEvent(const SessionRegions& session, const std::string& name,
+                                absl::string_view field, int32_t device, RegionBinding& binding) {
+  absl::StatusOr<RegionLease> lease = session.Lease(name);
   if (!lease.ok()) {
     return absl::Status(lease.status().code(), absl::StrCat(field, ": ", lease.status().message()));
   }
@@ -339,7 +336,11 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
                     .options = SelectOptions{.sorted = raw.options.sorted(),
                                              .deterministic = raw.options.deterministic()},
                     .return_values = raw.options.return_values()};
-  Binder binder(registry_, message.session_id(), binding, served_gpus_.empty());
+  // The session once per request; its regions under its own reader lock.
+  absl::StatusOr<std::shared_ptr<const SessionRegions>> session =
+      registry_.Find(message.session_id());
+  if (!session.ok()) return session.status();
+  Binder binder(**session, binding, served_gpus_.empty());
   if (message.rows_case() == v1::SelectRequest::kRegionRows) {
     if (absl::Status s = BindRows(message.region_rows(), limits, binder, binding, input); !s.ok()) {
       return s;
@@ -372,15 +373,13 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
     }
     if (!ordering.wait_event().empty()) {
       absl::StatusOr<void*> event =
-          BindEvent(registry_, message.session_id(), ordering.wait_event(), "ordering.wait_event",
-                    device, binding);
+          BindEvent(**session, ordering.wait_event(), "ordering.wait_event", device, binding);
       if (!event.ok()) return event.status();
       input.ordering.wait = *event;
     }
     if (!ordering.record_event().empty()) {
       absl::StatusOr<void*> event =
-          BindEvent(registry_, message.session_id(), ordering.record_event(),
-                    "ordering.record_event", device, binding);
+          BindEvent(**session, ordering.record_event(), "ordering.record_event", device, binding);
       if (!event.ok()) return event.status();
       input.ordering.record = *event;
     }
