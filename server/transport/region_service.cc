@@ -113,7 +113,7 @@ absl::Status RegionService::CheckAllowed(grpc::CallbackServerContext* context) c
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* RegionService::OpenSession(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, absl::Status& refused) {
   absl::Status allowed = CheckAllowed(context);
   v1::OpenSessionRequest parsed;
   if (allowed.ok()) allowed = ParseMessage(*request, parsed);
@@ -126,6 +126,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RegionService::OpenSession(
       explicit Refusal(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
       void OnDone() override { delete this; }
     };
+    refused = id.status();
     return new Refusal(id.status());
   }
   auto session = std::make_shared<SessionReactor>(this, *id);

@@ -72,9 +72,11 @@ class RegionService {
   RegionService(const RegionService&) = delete;
   RegionService& operator=(const RegionService&) = delete;
 
-  // `request`: the serialized OpenSessionRequest (refused when it is not one).
+  // `request`: the serialized OpenSessionRequest (refused when it is not
+  // one). `refused`: why the returned reactor only fails, else OK.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* OpenSession(grpc::CallbackServerContext* context,
-                                                          const grpc::ByteBuffer* request);
+                                                          const grpc::ByteBuffer* request,
+                                                          absl::Status& refused);
   grpc::Status Register(grpc::CallbackServerContext* context,
                         const v1::RegisterRegionRequest& request,
                         v1::RegisterRegionResponse& response);

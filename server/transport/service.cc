@@ -139,23 +139,34 @@ grpc::ServerUnaryReactor* TopKService::Echo(grpc::CallbackServerContext* context
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* TopKService::OpenSession(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
-  return regions_.OpenSession(context, request);
+  absl::Status refused;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* reactor =
+      regions_.OpenSession(context, request, refused);
+  if (!refused.ok()) metrics_->OnRegionRpcError(refused.code());
+  return reactor;
 }
 
 namespace {
 
 // The region RPCs: parsed here (INVALID_ARGUMENT naming the message when the
 // bytes are not one), served by the region service.
+// Refusals are counted (topk_region_rpc_errors_total).
 template <typename Request, typename Response, typename Serve>
 grpc::ServerUnaryReactor* ServeRegionRpc(grpc::CallbackServerContext* context,
                                          const grpc::ByteBuffer& request,
-                                         grpc::ByteBuffer& response, Serve serve) {
+                                         grpc::ByteBuffer& response, Metrics& metrics,
+                                         Serve serve) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   Request parsed;
-  if (!ParseOrFinish(request, parsed, reactor)) return reactor;
+  if (absl::Status valid = ParseMessage(request, parsed); !valid.ok()) {
+    metrics.OnRegionRpcError(valid.code());
+    reactor->Finish(ToGrpcStatus(valid));
+    return reactor;
+  }
   Response answer;
   const grpc::Status status = serve(parsed, answer);
   if (!status.ok()) {
+    metrics.OnRegionRpcError(static_cast<absl::StatusCode>(status.error_code()));
     reactor->Finish(status);
     return reactor;
   }
@@ -169,7 +180,7 @@ grpc::ServerUnaryReactor* TopKService::RegisterRegion(grpc::CallbackServerContex
                                                       const grpc::ByteBuffer* request,
                                                       grpc::ByteBuffer* response) {
   return ServeRegionRpc<v1::RegisterRegionRequest, v1::RegisterRegionResponse>(
-      context, *request, *response,
+      context, *request, *response, *metrics_,
       [&](const auto& parsed, auto& answer) { return regions_.Register(context, parsed, answer); });
 }
 
@@ -177,7 +188,7 @@ grpc::ServerUnaryReactor* TopKService::UnregisterRegion(grpc::CallbackServerCont
                                                         const grpc::ByteBuffer* request,
                                                         grpc::ByteBuffer* response) {
   return ServeRegionRpc<v1::UnregisterRegionRequest, v1::UnregisterRegionResponse>(
-      context, *request, *response, [&](const auto& parsed, auto& answer) {
+      context, *request, *response, *metrics_, [&](const auto& parsed, auto& answer) {
         return regions_.Unregister(context, parsed, answer);
       });
 }
@@ -186,7 +197,7 @@ grpc::ServerUnaryReactor* TopKService::ListRegions(grpc::CallbackServerContext* 
                                                    const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
   return ServeRegionRpc<v1::ListRegionsRequest, v1::ListRegionsResponse>(
-      context, *request, *response,
+      context, *request, *response, *metrics_,
       [&](const auto& parsed, auto& answer) { return regions_.List(context, parsed, answer); });
 }
 

@@ -223,6 +223,12 @@ TEST(RegionRpcs, GarbageBodiesAreInvalidArgumentNamingTheMessage) {
   EXPECT_TRUE(absl::StrContains(refused.error_message(), "topk.v1.OpenSessionRequest"))
       << refused.error_message();
   EXPECT_TRUE(event.empty());
+  // Each refusal counted by code.
+  absl::StatusOr<v1::Stats> stats = t.client->GetStats(/*include_prometheus_text=*/true);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_TRUE(absl::StrContains(stats->prometheus_text(),
+                                "topk_region_rpc_errors_total{code=\"INVALID_ARGUMENT\"} 4"))
+      << stats->prometheus_text();
   // Well-formed bodies still work: a raw session opens, and its id lists.
   const grpc::Status opened = RawOpenSession(t.client->channel(), "", &event);
   EXPECT_EQ(opened.error_code(), grpc::StatusCode::CANCELLED) << opened.error_message();
