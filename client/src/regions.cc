@@ -105,7 +105,10 @@ absl::StatusOr<std::unique_ptr<RegionSession>> RegionSession::Open(const Client&
 }
 
 RegionSession::~RegionSession() {
-  pipeline_.reset();  // its requests name the session: done before it ends
+  {
+    std::lock_guard lock(pipeline_mutex_);
+    pipeline_.reset();  // its requests name the session: done before it ends
+  }
   if (stream_ != nullptr) {
     // Ending the stream is what releases the session's regions.
     stream_context_->TryCancel();
@@ -240,6 +243,7 @@ absl::StatusOr<SelectResult> RegionSession::Select(int32_t k, const RegionRowsRe
 absl::StatusOr<SelectResult> RegionSession::Select(const v1::SelectRequest& request,
                                                    const CallOptions& options) {
   if (path_ == CallPath::kUnary) return selects_->Select(request, options);
+  std::lock_guard lock(pipeline_mutex_);
   if (pipeline_ == nullptr || !pipeline_->healthy()) {
     // A stream the server ended (idle past its timeout, a restart) is
     // replaced; the request had not been sent on it.

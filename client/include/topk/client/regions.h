@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -184,8 +185,9 @@ class RegionSession {
   // Select by reference. With `output`, the answer is in that region when
   // this returns and the result's indices/values are empty; without it,
   // they are in the result as for an inline Select. On the stream path
-  // (reopened after it broke) options.timeout does not apply; not for
-  // several threads at once.
+  // (reopened after it broke) options.timeout does not apply, and calls
+  // from several threads take turns on the one stream (for requests in
+  // parallel, give each thread a SelectPipeline of its own).
   absl::StatusOr<SelectResult> Select(int32_t k, const RegionRowsRef& rows,
                                       const RegionOutputRef* output = nullptr,
                                       const CallOptions& options = {},
@@ -197,6 +199,7 @@ class RegionSession {
   RegionSession(std::shared_ptr<grpc::Channel> channel, CallPath path);
   std::shared_ptr<grpc::Channel> channel_;
   CallPath path_;
+  std::mutex pipeline_mutex_;  // guards pipeline_
   std::unique_ptr<SelectPipeline> pipeline_;
   std::unique_ptr<v1::TopK::Stub> stub_;
   std::unique_ptr<Client> selects_;
