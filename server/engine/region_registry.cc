@@ -42,6 +42,7 @@ absl::StatusOr<RegionLease> SessionRegions::Lease(absl::string_view name) const 
 RegionRegistry::Regions RegionRegistry::Close(SessionRegions& session) {
   absl::MutexLock lock(&session.mutex_);
   session.closed_ = true;
+  session.closed_flag_.store(true, std::memory_order_release);
   return std::exchange(session.regions_, Regions());
 }
 

@@ -6,6 +6,7 @@
 // leasing it is done: leases share ownership.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,9 +45,13 @@ class SessionRegions {
   // A lease on the region `name`: NOT_FOUND when the session has none, or
   // has ended since the request found it.
   absl::StatusOr<RegionLease> Lease(absl::string_view name) const;
+  // True once the session ended (a holder of this object must look the
+  // session up again, and will not find it).
+  bool closed() const { return closed_flag_.load(std::memory_order_acquire); }
 
  private:
   friend class RegionRegistry;
+  std::atomic<bool> closed_flag_{false};
   using Regions = absl::flat_hash_map<std::string, std::shared_ptr<Region>>;
   mutable absl::Mutex mutex_;
   Regions regions_ ABSL_GUARDED_BY(mutex_);

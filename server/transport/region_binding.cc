@@ -321,7 +321,8 @@ absl::Status CheckNoFaults(const RegionBinding& binding) {
 absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContext* context,
                                                       const RawSelectRequest& raw,
                                                       const RowSource* inline_rows,
-                                                      RegionBinding& binding) const {
+                                                      RegionBinding& binding,
+                                                      SessionCache* cache) const {
   if (absl::Status s = CheckAllowed(context); !s.ok()) return s;
   const v1::SelectRequest& message = raw.by_reference;
   const RequestLimits& limits = engine_->limits();
@@ -336,10 +337,17 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
                     .options = SelectOptions{.sorted = raw.options.sorted(),
                                              .deterministic = raw.options.deterministic()},
                     .return_values = raw.options.return_values()};
-  // The session once per request; its regions under its own reader lock.
-  absl::StatusOr<std::shared_ptr<const SessionRegions>> session =
-      registry_.Find(message.session_id());
-  if (!session.ok()) return session.status();
+  // The session once per request (or once per stream, from its cache); its
+  // regions under its own reader lock.
+  absl::StatusOr<std::shared_ptr<const SessionRegions>> session;
+  if (cache != nullptr && cache->regions != nullptr && !cache->regions->closed() &&
+      cache->id == message.session_id()) {
+    session = cache->regions;
+  } else {
+    session = registry_.Find(message.session_id());
+    if (!session.ok()) return session.status();
+    if (cache != nullptr) *cache = SessionCache{.id = message.session_id(), .regions = *session};
+  }
   Binder binder(**session, binding, served_gpus_.empty());
   if (message.rows_case() == v1::SelectRequest::kRegionRows) {
     if (absl::Status s = BindRows(message.region_rows(), limits, binder, binding, input); !s.ok()) {

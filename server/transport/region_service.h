@@ -59,6 +59,14 @@ struct RegionBinding {
   OutputTarget output;
 };
 
+// A stream's last resolved session: a pipeline's requests name the same
+// session, so after the first they skip the registry's lock. Used by one
+// thread at a time (the stream's reads are sequential).
+struct SessionCache {
+  std::string id;
+  std::shared_ptr<const SessionRegions> regions;
+};
+
 // After the request's reads and writes: DATA_LOSS naming the region when
 // one of them faulted (its memory shrank under the server; what the request
 // read from it may be zeros, what it wrote is lost).
@@ -90,9 +98,11 @@ class RegionService {
   // decoded in full in raw.by_reference); its inline rows, when only the
   // output is by reference, are `inline_rows`. On success the returned
   // input points into `binding` and `raw`, which must outlive the job.
+  // `cache`: optional, the calling stream's last session.
   absl::StatusOr<SelectInput> BindSelect(grpc::CallbackServerContext* context,
                                          const RawSelectRequest& raw, const RowSource* inline_rows,
-                                         RegionBinding& binding) const;
+                                         RegionBinding& binding,
+                                         SessionCache* cache = nullptr) const;
 
   // Ends every open session stream (shutdown: they would otherwise hold the
   // drain until its deadline). Requests in flight keep their leases.

@@ -65,7 +65,8 @@ grpc::Status FinishSelect(const SelectContext& select, const absl::Status& statu
 }
 
 absl::Status PrepareSelect(const SelectContext& select, grpc::CallbackServerContext* context,
-                           const grpc::ByteBuffer* request, PreparedSelect& out) {
+                           const grpc::ByteBuffer* request, PreparedSelect& out,
+                           SessionCache* sessions) {
   const RequestLimits& limits = select.engine->limits();
   RawSelectRequest& raw = out.raw;
   // The decoder stores at most max_rows + 1 lengths: enough to refuse.
@@ -77,7 +78,7 @@ absl::Status PrepareSelect(const SelectContext& select, grpc::CallbackServerCont
     // Rows, lengths or output in regions: bound (and checked) by the region
     // service; the request then holds leases on them until it is done.
     absl::StatusOr<SelectInput> input = select.regions->BindSelect(
-        context, raw, out.rows.has_value() ? &*out.rows : nullptr, out.regions);
+        context, raw, out.rows.has_value() ? &*out.rows : nullptr, out.regions, sessions);
     if (!input.ok()) return input.status();
     out.input = *input;
     return absl::OkStatus();

@@ -56,8 +56,10 @@ struct PreparedSelect {
 // Decodes and checks `request` (inline rows, or references bound to leased
 // regions) into `out.input`, ready for the engine. The error names the field
 // (and row) at fault.
+// `sessions`: optional, the calling stream's SessionCache.
 absl::Status PrepareSelect(const SelectContext& select, grpc::CallbackServerContext* context,
-                           const grpc::ByteBuffer* request, PreparedSelect& out);
+                           const grpc::ByteBuffer* request, PreparedSelect& out,
+                           SessionCache* sessions = nullptr);
 
 absl::Status ClientGone();
 

@@ -25,7 +25,9 @@ class PipelinedRequest final : public SelectJob {
                    grpc::CallbackServerContext* context, grpc::ByteBuffer request)
       : stream_(stream), select_(select), context_(context), request_(std::move(request)) {}
 
-  void Start();
+  // On the thread that read the request (the stream's reads are sequential,
+  // so `sessions` has one user at a time).
+  void Start(SessionCache& sessions);
   const SelectInput& input() const override { return prepared_.input; }
   bool IsCancelled() const override { return context_->IsCancelled(); }
   void Complete(const absl::Status& status, const SelectOutput& output) override {
@@ -105,7 +107,7 @@ class PipelineSelect final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
       return;
     }
     Ref();  // the request's
-    (new PipelinedRequest(this, select_, context_, std::move(request)))->Start();
+    (new PipelinedRequest(this, select_, context_, std::move(request)))->Start(sessions_);
     bool read = false;
     {
       absl::MutexLock lock(&mu_);
@@ -210,6 +212,7 @@ class PipelineSelect final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   const SelectContext& select_;
   grpc::CallbackServerContext* context_;
   grpc::ByteBuffer read_buffer_;
+  SessionCache sessions_;  // the last session a request named
   bool tracked_ = false;
   // gRPC's until OnDone, each request's until it is answered, the tracker's
   // while it expires the stream.
@@ -227,7 +230,7 @@ class PipelineSelect final : public grpc::ServerBidiReactor<grpc::ByteBuffer, gr
   absl::Time last_activity_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
-void PipelinedRequest::Start() {
+void PipelinedRequest::Start(SessionCache& sessions) {
   start_us_ = SteadyNowUs();  // before decoding: total_us includes it
   select_.metrics->OnRequest();
   if (context_->IsCancelled()) {
@@ -245,7 +248,7 @@ void PipelinedRequest::Start() {
     return;
   }
   reserved_bytes_ = bytes;
-  if (absl::Status prepared = PrepareSelect(select_, context_, &request_, prepared_);
+  if (absl::Status prepared = PrepareSelect(select_, context_, &request_, prepared_, &sessions);
       !prepared.ok()) {
     FailNow(prepared);
     return;

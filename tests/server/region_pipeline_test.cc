@@ -200,6 +200,32 @@ TEST_F(Pipeline, GarbageAndInlineRowsShareTheStream) {
       tools::Verify(rows_[0], kK, {.deterministic = true}, ReadBack(laid_[0], kK, false)).ok());
 }
 
+TEST_F(Pipeline, ASessionThatEndedIsNotFoundOnAStreamThatUsedIt) {
+  absl::StatusOr<std::unique_ptr<client::SelectPipeline>> pipeline =
+      client::SelectPipeline::Open(t_.client->channel());
+  ASSERT_TRUE(pipeline.ok());
+  // Answer in the reply: the segment goes with the session below.
+  v1::SelectRequest request = Valid(1, "again");
+  request.clear_output();
+  absl::StatusOr<client::SelectResult> first = (*pipeline)->Call(request);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(tools::Verify(rows_[1], kK, {.deterministic = true}, *first).ok());
+  session_.reset();  // ends the session; the stream has used it
+  for (int i = 0; i < 200; ++i) {
+    absl::StatusOr<client::SelectResult> after = (*pipeline)->Call(request);
+    ASSERT_FALSE(after.ok() && i > 100) << "the ended session still answers";
+    if (after.ok()) {  // the server has not seen the session end yet
+      absl::SleepFor(absl::Milliseconds(10));
+      continue;
+    }
+    EXPECT_EQ(after.status().code(), absl::StatusCode::kNotFound) << after.status();
+    EXPECT_TRUE(absl::StrContains(after.status().message(), "session_id")) << after.status();
+    EXPECT_EQ(after.status().message(), t_.client->Select(request).status().message());
+    return;
+  }
+  FAIL() << "the ended session was never refused";
+}
+
 TEST_F(Pipeline, LameDuckRefusesNewRequestsAndEndsTheIdleStream) {
   absl::StatusOr<std::unique_ptr<client::SelectPipeline>> pipeline =
       client::SelectPipeline::Open(t_.client->channel());
