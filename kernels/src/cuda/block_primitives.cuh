@@ -210,6 +210,14 @@ struct UnpackBf16 {
     memcpy(&h, &w, sizeof(h));
     return h;
   }
+  // lo rounded up to the type (NaN stays NaN), in both halves: for every
+  // BF16 h, widen(h) >= lo <=> h >= it (StreamAdmit's exact masks).
+  __device__ __forceinline__ static uint32_t ExactThreshold(float lo) {
+    const uint32_t u = __float_as_uint(lo);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC07FC0u;
+    const uint32_t t = (u >> 16) + ((u & 0xFFFFu) != 0u && (u & 0x80000000u) == 0u ? 1u : 0u);
+    return t | (t << 16);
+  }
   template <typename F>
   __device__ __forceinline__ static void Emit(uint4 v, uint32_t idx, bool ok, F& f) {
     // The second group is widened after the first is consumed (fewer live
@@ -235,6 +243,10 @@ struct UnpackFp16 {
     __half2 h;
     memcpy(&h, &w, sizeof(h));
     return h;
+  }
+  __device__ __forceinline__ static uint32_t ExactThreshold(float lo) {
+    const uint32_t t = __half_as_ushort(__float2half_ru(lo));
+    return t | (t << 16);
   }
   template <typename F>
   __device__ __forceinline__ static void Emit(uint4 v, uint32_t idx, bool ok, F& f) {

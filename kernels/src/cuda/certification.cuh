@@ -31,13 +31,12 @@ __device__ __noinline__ void AdmitToSegments(const Row row, uint32_t L, float lo
   uint32_t n = 0;  // warp-uniform
   uint32_t min_key = 0xFFFFFFFFu;
   const uint32_t seg = f.s_cap / (kB / 32);
-  StreamRowAtLeast<kB, kUnroll>(
+  StreamAdmit<kB, kUnroll>(
       row, L, lo,
-      [&](float4 v, uint32_t idx0, unsigned valid) {
-        const unsigned m = AtLeastMask(v, lo) & valid;
-        nan |= NanMask(v) & valid;
+      [&](const auto& group, uint32_t idx0, unsigned m, unsigned nan_mask) {
+        nan |= nan_mask;
         if (__any_sync(kFullMask, m != 0)) {
-          AppendQuadToSegment(v, idx0, m, f, seg, n, spill, min_key);
+          AppendGroupToSegment(group, idx0, m, f, seg, n, spill, min_key);
         }
       },
       prefetch);
