@@ -123,7 +123,7 @@ if has bench; then
   python3 bench/gpu/plot.py --ours "$OUT/ours.csv" --torch "$OUT/torch.csv" "${baseline_arg[@]}" \
     --out-csv "$OUT/h200_matrix.csv" --png "$OUT/h200_latency_vs_M.png" >>"$OUT/bench.log" 2>&1
   echo "plot rc=$?"
-  grep -E "^(baseline )?(# read|M=)|inexact|^#|^ *[0-9]+ +[0-9]+ " "$OUT/bench.log" |
+  grep -E "^(baseline )?(# read|(fp32 |bf16 |fp16 )?M=)|inexact|^#|^ *[0-9]+ +[0-9]+ " "$OUT/bench.log" |
     sed -E 's/  (exact|scan) [0-9.]+//g'
 fi
 if has dtypes; then
