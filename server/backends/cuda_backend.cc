@@ -90,7 +90,7 @@ class CudaWorker final : public WorkerBackend {
                                                        d_workspace_.bytes()));
     }
     // A type the kernels do not serve is refused before anything is
-    // uploaded: a clean UNIMPLEMENTED naming it, not a device failure.
+    // uploaded, with the selector's own status (not a device failure).
     if (absl::Status s = CheckCudaScoreType(rows.dtype); !s.ok()) return s;
     const float* device_scores = rows.source->InPlaceDeviceFloats();
     if (absl::Status s = DeviceLost(Upload(rows, device_scores == nullptr)); !s.ok()) return s;

@@ -10,7 +10,7 @@ dest=.carry/server
 cmake -S . -B "$build" -DTOPK_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DTOPK_BUILD_TESTS=ON \
   -DTOPK_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="${TOPK_CUDA_ARCH:-90}" >/dev/null
 tests=(e2e_test bad_input_test concurrency_test shutdown_test health_reflection_test rss_test
-       engine_tls_test raw_select_test row_source_test raw_select_fuzz_test)
+       engine_tls_test raw_select_test row_source_test raw_select_fuzz_test half_precision_test)
 cmake --build "$build" -j "${TOPK_JOBS:-2}" --target topk-server topk-cli topk-loadgen \
   "${tests[@]}"
 rm -rf "$dest"

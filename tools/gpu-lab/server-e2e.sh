@@ -5,7 +5,8 @@
 #      (TOPK_TEST_BACKEND=cuda: e2e exactness, every bad input incl. NaN rows,
 #      32 x 200 concurrency, shutdown, health, reflection, RSS);
 #   2. topk-server --backend=cuda on a free loopback port + topk-loadgen on
-#      causal indexer rows, EVERY answer verified, unary and streamed;
+#      causal indexer rows, EVERY answer verified, unary and streamed, FP32
+#      and BF16 (half the bytes per request);
 #   The loadgen's srv_ms vs dev_ms columns give the server's overhead.
 # Logs and CSVs go to $OUT; a table is printed last. usage: [smoke|full]
 set -uo pipefail
@@ -19,7 +20,7 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv | tee "$OUT/gp
 echo "== 1. server suites on the CUDA backend"
 suite_rc=0
 for t in e2e_test bad_input_test concurrency_test shutdown_test health_reflection_test rss_test \
-    engine_tls_test raw_select_test row_source_test raw_select_fuzz_test; do
+    engine_tls_test raw_select_test row_source_test raw_select_fuzz_test half_precision_test; do
   [ -x "$bin/$t" ] || { printf '   %-24s not packed\n' "$t"; continue; }
   TOPK_TEST_BACKEND=cuda timeout 300 "$bin/$t" --gtest_brief=1 >"$OUT/$t.log" 2>&1
   rc=$?; [ $rc = 0 ] || suite_rc=1
@@ -52,6 +53,7 @@ run() {  # name, loadgen args...
   echo "-- $name: $*"; tail -n +2 "$OUT/$name.txt"
 }
 run decode_64x128K --rows=64 --width=131072 --concurrency=1,4,8
+run decode_64x128K_bf16 --rows=64 --width=131072 --concurrency=1,4,8 --dtype=bf16
 run prefill_512x128K --rows=512 --width=131072 --concurrency=1,4
 [ "$mode" = smoke ] || run prefill_512x256K_stream --rows=512 --width=262144 --stream \
   --concurrency=1,2 --variants=2
