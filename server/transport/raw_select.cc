@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/stubs/common.h"
@@ -52,6 +53,17 @@ bool ReadSize(CodedInputStream& in, int& size) {
   return true;
 }
 
+// The next tag, 0 at the end of the enclosing limit. protobuf's parser
+// refuses a tag longer than 5 bytes, which CodedInputStream::ReadTag reads
+// (truncated to 32 bits) without complaint: refused here too.
+absl::StatusOr<uint32_t> NextTag(CodedInputStream& in) {
+  constexpr int kMaxTagBytes = 5;
+  const int start = in.CurrentPosition();
+  const uint32_t tag = in.ReadTag();
+  if (in.CurrentPosition() - start > kMaxTagBytes) return Malformed("a tag over 5 bytes");
+  return tag;
+}
+
 // Stores at most `keep` lengths (the rest are only counted), so a flood of
 // lengths cannot make the server allocate more than the row limit allows.
 bool ReadLengths(CodedInputStream& in, uint32_t tag, size_t keep, RawSelectRequest& out) {
@@ -82,7 +94,11 @@ absl::Status ReadInlineRows(CodedInputStream& in, size_t keep, RawSelectRequest&
   if (!ReadSize(in, bytes)) return Malformed("inline_rows length");
   const CodedInputStream::Limit limit = in.PushLimit(bytes);
   out.has_inline_rows = true;
-  while (uint32_t tag = in.ReadTag()) {
+  while (true) {
+    absl::StatusOr<uint32_t> next = NextTag(in);
+    if (!next.ok()) return next.status();
+    const uint32_t tag = *next;
+    if (tag == 0) break;
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     const auto type = WireFormatLite::GetTagWireType(tag);
     if (field == kScores && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
@@ -121,7 +137,11 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
   CodedInputStream in(&reader);
   in.SetTotalBytesLimit(std::numeric_limits<int>::max());
   in.PushLimit(static_cast<int>(buffer.Length()));
-  while (uint32_t tag = in.ReadTag()) {
+  while (true) {
+    absl::StatusOr<uint32_t> next = NextTag(in);
+    if (!next.ok()) return next.status();
+    const uint32_t tag = *next;
+    if (tag == 0) break;
     const int field = WireFormatLite::GetTagFieldNumber(tag);
     const auto type = WireFormatLite::GetTagWireType(tag);
     if (field == kK && type == WireFormatLite::WIRETYPE_VARINT) {
@@ -150,6 +170,16 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
     } else {
       if (field == kRegionRows || field == kOutput || field == kSessionId || field == kOrdering) {
         out.references_regions = true;
+      }
+      if (field == kRegionRows && type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
+        // `rows` is a oneof: region_rows after inline_rows clears them, as
+        // protobuf's parse (by_reference) does.
+        out.has_inline_rows = false;
+        out.lengths.clear();
+        out.num_lengths = 0;
+        out.scores_offset = 0;
+        out.scores_size = 0;
+        out.dtype = 0;
       }
       if (!WireFormatLite::SkipField(&in, tag)) return Malformed("field");
     }

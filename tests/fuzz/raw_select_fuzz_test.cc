@@ -56,6 +56,9 @@ Bytes ValidRequest(std::mt19937_64& rng) {
     }
   }
   rows.set_scores(scores);
+  // Every ScoreType and one number the enum does not define (decoded as
+  // sent; refused later, by validation).
+  if (rng() % 2) rows.set_dtype(static_cast<v1::ScoreType>(rng() % 4));
   return request.SerializeAsString();
 }
 
@@ -108,6 +111,7 @@ void ExpectSameRequest(const RawSelectRequest& raw, const grpc::ByteBuffer& buff
   ASSERT_EQ(raw.options.SerializeAsString(), parsed.options().SerializeAsString()) << hex;
   ASSERT_EQ(raw.request_id, parsed.request_id()) << hex;
   ASSERT_EQ(raw.has_inline_rows, parsed.has_inline_rows()) << hex;
+  ASSERT_EQ(raw.dtype, parsed.inline_rows().dtype()) << hex;
   const auto& lengths = parsed.inline_rows().lengths();
   ASSERT_EQ(raw.num_lengths, lengths.size()) << hex;
   ASSERT_TRUE(std::equal(raw.lengths.begin(), raw.lengths.end(), lengths.begin())) << hex;
@@ -132,6 +136,21 @@ TEST(RawSelectFuzz, RefusesALengthPrefixPastItsEnclosingField) {
   ASSERT_FALSE(v1::SelectRequest().ParseFromString(cut));
   RawSelectRequest raw_cut;
   EXPECT_FALSE(ParseRawSelect(Sliced(cut, rng), 100, raw_cut).ok());
+}
+
+// A tag of more than 5 bytes (here an unknown field, wire type 2, as an
+// 8-byte varint): CodedInputStream reads it truncated, protobuf refuses it.
+TEST(RawSelectFuzz, RefusesATagLongerThanFiveBytes) {
+  for (const Bytes& wire : {Bytes("\xd2\x9f\xbf\xb0\xcf\xcf\xbf\x30\x01\x00", 10),
+                            Bytes("\x08\x05\x1a\x09\x8a\x80\x80\x80\x80\x80\x00\x01\x00",
+                                  13)}) {  // the same inside inline_rows
+    ASSERT_FALSE(v1::SelectRequest().ParseFromString(wire));
+    std::mt19937_64 rng(1);
+    RawSelectRequest raw;
+    const absl::Status status = ParseRawSelect(Sliced(wire, rng), 100, raw);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("a tag over 5 bytes"), absl::string_view::npos) << status;
+  }
 }
 
 TEST(RawSelectFuzz, RefusesARequestIdThatIsNotUtf8) {
