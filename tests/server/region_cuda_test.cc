@@ -299,5 +299,93 @@ TEST_F(CudaRegions, FaultsAreRefusedBeforeAnyLaunch) {
   EXPECT_TRUE(session_->Select(8, ref).ok());
 }
 
+// BF16 / FP16 rows on the GPU, 2-byte aligned (an odd pitch, element 0 at
+// byte 2): every way values leave the CUDA backend, each in the rows' type:
+// written in place at a stride (the output kernel), gathered on the device
+// into the reply, and gathered on the host from inline rows.
+TEST_F(CudaRegions, HalfPrecisionRowsWithValuesInTheirType) {
+  const int32_t k = 200;
+  const int64_t m = 6;
+  const int64_t stride = k + 3;
+  for (ScoreType dtype : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
+    const tools::PackedRows rows = tools::Generate({.distribution = Distribution::kBf16Ties,
+                                                    .lengths = LengthPattern::kEdges,
+                                                    .rows = m,
+                                                    .width = 9000,
+                                                    .k = k,
+                                                    .seed = 5,
+                                                    .dtype = dtype});
+    const int64_t pitch = rows.width + 1;
+    const uint64_t scores_at = 2;
+    std::vector<uint16_t> pitched(m * pitch, 0x7fff);  // NaN in both types past each row
+    for (int64_t r = 0; r < m; ++r) {
+      std::memcpy(pitched.data() + r * pitch, rows.scores16.data() + rows.offsets[r],
+                  rows.lengths[r] * 2);
+    }
+    const uint64_t indices_at = Align(scores_at + pitched.size() * 2);
+    const uint64_t values_at = indices_at + Align(m * stride * 4) + 2;
+    absl::StatusOr<client::CudaIpcBuffer> buffer =
+        client::CudaIpcBuffer::Create(values_at + m * stride * 2, 0);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    std::byte* base = buffer->data();
+    ASSERT_EQ(
+        cudaMemcpy(base + scores_at, pitched.data(), pitched.size() * 2, cudaMemcpyHostToDevice),
+        cudaSuccess);
+    const std::string name = absl::StrCat("half-", std::string(ScoreTypeName(dtype)));
+    ASSERT_TRUE(client::Register(*session_, name, *buffer).ok());
+    client::RegionRowsRef ref;
+    ref.scores = {name, scores_at};
+    ref.num_rows = static_cast<int32_t>(m);
+    ref.row_pitch = pitch;
+    ref.lengths = rows.lengths;
+    ref.dtype = tools::ToWire(dtype);
+    const uint16_t nan = dtype == ScoreType::kBFloat16 ? 0x7fc0 : 0x7e00;
+    const auto expect_values = [&](const std::vector<int32_t>& indices,
+                                   const std::vector<uint16_t>& values, const char* path) {
+      for (int64_t r = 0; r < m; ++r) {
+        for (int32_t j = 0; j < k; ++j) {
+          const int32_t i = indices[r * k + j];
+          EXPECT_EQ(values[r * k + j], i < 0 ? nan : rows.scores16[rows.offsets[r] + i])
+              << path << " " << ScoreTypeName(dtype) << " " << r << "," << j;
+        }
+      }
+    };
+
+    // In place, values at a stride.
+    client::RegionOutputRef out{.indices = {name, indices_at}, .row_stride = stride};
+    out.values = client::RegionSlice{name, values_at};
+    absl::StatusOr<client::SelectResult> reply =
+        session_->Select(k, ref, &out, {.sorted = true, .return_values = true});
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    std::vector<int32_t> indices(m * stride);
+    std::vector<uint16_t> values(m * stride);
+    cudaMemcpy(indices.data(), base + indices_at, indices.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(values.data(), base + values_at, values.size() * 2, cudaMemcpyDeviceToHost);
+    client::SelectResult placed{.num_rows = m, .k = k};
+    std::vector<uint16_t> placed_values;
+    for (int64_t r = 0; r < m; ++r) {
+      placed.indices.insert(placed.indices.end(), indices.begin() + r * stride,
+                            indices.begin() + r * stride + k);
+      placed_values.insert(placed_values.end(), values.begin() + r * stride,
+                           values.begin() + r * stride + k);
+    }
+    EXPECT_TRUE(tools::Verify(rows, k, {.sorted = true}, placed).ok()) << ScoreTypeName(dtype);
+    expect_values(placed.indices, placed_values, "in place");
+
+    // Rows on the GPU, answer in the reply: values gathered on the device.
+    reply = session_->Select(k, ref, nullptr, {.sorted = true, .return_values = true});
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_EQ(reply->values_dtype, tools::ToWire(dtype));
+    EXPECT_TRUE(tools::Verify(rows, k, {.sorted = true}, *reply).ok()) << ScoreTypeName(dtype);
+    expect_values(reply->indices, reply->values16, "reply");
+
+    // Inline rows: values gathered on the host from the staged rows.
+    reply = client_->Select(k, rows.view(), {.sorted = true, .return_values = true});
+    ASSERT_TRUE(reply.ok()) << reply.status();
+    EXPECT_TRUE(tools::Verify(rows, k, {.sorted = true}, *reply).ok()) << ScoreTypeName(dtype);
+    expect_values(reply->indices, reply->values16, "inline");
+  }
+}
+
 }  // namespace
 }  // namespace topk::server::test
