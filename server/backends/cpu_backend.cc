@@ -38,7 +38,9 @@ class CpuWorker final : public WorkerBackend {
       return absl::ResourceExhaustedError(absl::StrCat(
           "plan needs ", plan.workspace_bytes, " workspace bytes, worker has ", workspace_.size()));
     }
-    const float* scores = StageOnHost(*rows.source, Staging::kInPlaceWhenPossible, staging_.get());
+    // A coalesced batch is copied into staging (its parts' sources are
+    // separate buffers); a lone request is read in place when it can be.
+    const float* scores = StageParts(rows, Staging::kInPlaceWhenPossible, staging_.get());
     const RowBatch batch{.scores = scores,
                          .layout = Layout::kPacked,
                          .row_offsets = rows.row_offsets,
