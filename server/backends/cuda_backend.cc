@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "server/backends/copy_threads.h"
 #include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
 #include "spdlog/spdlog.h"
@@ -30,7 +31,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
   return absl::UnimplementedError("the server was built without CUDA");
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/) {
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/,
+                                                       int /*copy_helpers*/) {
   return absl::UnimplementedError(
       absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
 }
@@ -47,6 +49,11 @@ absl::Status DeviceLost(const absl::Status& status) {
   return absl::UnavailableError(status.message());
 }
 
+// The staging copy's unit: big enough that a chunk's upload call costs
+// nothing beside its bytes, small enough that the first upload starts soon
+// and the copy threads share a request evenly.
+constexpr size_t kStagingChunkBytes = size_t{2} << 20;
+
 absl::Status UseDevice(int ordinal) {
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   return absl::OkStatus();
@@ -55,9 +62,11 @@ absl::Status UseDevice(int ordinal) {
 class CudaWorker final : public WorkerBackend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal, bool use_graphs,
+                                                            int copy_helpers,
                                                             const RequestLimits& limits) {
     if (absl::Status s = DeviceLost(UseDevice(ordinal)); !s.ok()) return s;
-    auto worker = std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, use_graphs));
+    auto worker =
+        std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, use_graphs, copy_helpers, limits));
     absl::StatusOr<std::unique_ptr<CudaSelector>> selector =
         CudaSelector::Create(CudaSelectorConfig{.device = ordinal});
     if (!selector.ok()) return selector.status();
@@ -169,7 +178,14 @@ class CudaWorker final : public WorkerBackend {
   }
 
  private:
-  CudaWorker(int ordinal, bool use_graphs) : ordinal_(ordinal), use_graphs_(use_graphs) {}
+  CudaWorker(int ordinal, bool use_graphs, int copy_helpers, const RequestLimits& limits)
+      : ordinal_(ordinal),
+        use_graphs_(use_graphs),
+        // Every chunk of the largest batch: its bytes in kStagingChunkBytes
+        // pieces, plus one partial piece per part (at most one per row).
+        chunks_(static_cast<size_t>(limits.max_batch_bytes) / kStagingChunkBytes +
+                static_cast<size_t>(limits.max_rows) + 1),
+        copiers_(copy_helpers, [ordinal] { (void)cudaSetDevice(ordinal); }) {}
 
   // Every buffer a request can need, for the largest request `limits` allow:
   // pinned staging and its device twin for each input and output.
@@ -233,11 +249,7 @@ class CudaWorker final : public WorkerBackend {
     }
     const size_t m = rows.num_rows;
     if (device_base == nullptr) {
-      StageParts(rows, Staging::kAlwaysCopy, reinterpret_cast<std::byte*>(h_scores_.get()));
-      const size_t bytes =
-          rows.parts.size() == 1 ? rows.source().size_bytes() : rows.total_elements * sizeof(float);
-      TOPK_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(d_scores_.get(), h_scores_.get(), bytes, cudaMemcpyHostToDevice, stream));
+      if (absl::Status s = StageAndUpload(rows); !s.ok()) return s;
       std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
     } else {
       // One address space on the GPU: a part's rows are its offsets within
@@ -266,6 +278,40 @@ class CudaWorker final : public WorkerBackend {
                             part.num_rows * sizeof(int32_t), cudaMemcpyDeviceToDevice, stream));
       }
     }
+    return absl::OkStatus();
+  }
+
+  // The batch's host rows into pinned staging (each part at its element
+  // offset) and up to the GPU, chunk by chunk: each chunk's upload is
+  // enqueued as soon as it is staged, so the copy engine moves earlier
+  // chunks while later ones are staged, and the copy threads stage several
+  // chunks at once (one core cannot copy at the link's speed).
+  absl::Status StageAndUpload(const SelectRows& rows) {
+    size_t n = 0;
+    for (const RowPart& part : rows.parts) {
+      const size_t size = part.source->size_bytes();
+      const size_t base = static_cast<size_t>(part.element_offset) * sizeof(float);
+      for (size_t from = 0; from < size; from += kStagingChunkBytes) {
+        if (n == chunks_.size()) return absl::InternalError("staging: more chunks than planned");
+        chunks_[n++] = {.source = part.source,
+                        .from = from,
+                        .to = base + from,
+                        .bytes = std::min(kStagingChunkBytes, size - from)};
+      }
+    }
+    auto* host = reinterpret_cast<std::byte*>(h_scores_.get());
+    auto* device = reinterpret_cast<std::byte*>(d_scores_.get());
+    cudaStream_t stream = stream_.get();
+    std::atomic<int> first_error{cudaSuccess};
+    copiers_.Run(static_cast<int64_t>(n), [&](int64_t i) {
+      const StagingChunk& chunk = chunks_[i];
+      chunk.source->CopyRange(chunk.from, chunk.bytes, host + chunk.to);
+      const cudaError_t error = cudaMemcpyAsync(device + chunk.to, host + chunk.to, chunk.bytes,
+                                                cudaMemcpyHostToDevice, stream);
+      int expected = cudaSuccess;
+      if (error != cudaSuccess) first_error.compare_exchange_strong(expected, error);
+    });
+    TOPK_CUDA_RETURN_IF_ERROR(static_cast<cudaError_t>(first_error.load()));
     return absl::OkStatus();
   }
 
@@ -338,8 +384,19 @@ class CudaWorker final : public WorkerBackend {
     return graphs_.emplace(key, *std::move(graph)).first->second.get();
   }
 
+  // A piece of a part's rows: bytes [from, from + bytes) of its source, at
+  // byte `to` of the staging and of its device twin.
+  struct StagingChunk {
+    const RowSource* source = nullptr;
+    size_t from = 0;
+    size_t to = 0;
+    size_t bytes = 0;
+  };
+
   int ordinal_;
   bool use_graphs_;
+  std::vector<StagingChunk> chunks_;  // sized at start
+  CopyThreads copiers_;
   std::unique_ptr<CudaSelector> selector_;
   cuda::Stream stream_;
   cuda::DeviceBuffer<float> d_scores_;
@@ -365,8 +422,11 @@ class CudaWorker final : public WorkerBackend {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int ordinal, bool use_graphs, DeviceDescription description)
-      : ordinal_(ordinal), use_graphs_(use_graphs), description_(std::move(description)) {}
+  CudaDevice(int ordinal, bool use_graphs, int copy_helpers, DeviceDescription description)
+      : ordinal_(ordinal),
+        use_graphs_(use_graphs),
+        copy_helpers_(copy_helpers),
+        description_(std::move(description)) {}
 
   std::string backend_name() const override { return "cuda"; }
   DeviceDescription description() const override { return description_; }
@@ -385,7 +445,7 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) override {
     absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
-        CudaWorker::Create(ordinal_, use_graphs_, limits);
+        CudaWorker::Create(ordinal_, use_graphs_, copy_helpers_, limits);
     if (!worker.ok()) return worker.status();
     return std::unique_ptr<WorkerBackend>(*std::move(worker));
   }
@@ -393,6 +453,7 @@ class CudaDevice final : public Device {
  private:
   int ordinal_;
   bool use_graphs_;
+  int copy_helpers_;
   DeviceDescription description_;
 };
 
@@ -421,7 +482,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
   return usable;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs) {
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
+                                                       int copy_helpers) {
   absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
   if (!prop.ok()) return DeviceLost(prop.status());
   DeviceDescription description{.ordinal = ordinal,
@@ -429,7 +491,7 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_gra
                                 .uuid = cuda::DeviceUuidString(prop->uuid),
                                 .memory_bytes = static_cast<int64_t>(prop->totalGlobalMem)};
   return std::unique_ptr<Device>(
-      std::make_unique<CudaDevice>(ordinal, use_graphs, std::move(description)));
+      std::make_unique<CudaDevice>(ordinal, use_graphs, copy_helpers, std::move(description)));
 }
 
 #endif  // TOPK_HAVE_CUDA
