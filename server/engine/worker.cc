@@ -57,15 +57,31 @@ void Worker::Join() {
 }
 
 void Worker::Loop() {
-  while (std::optional<QueuedJob> job = device_->queue.Pop()) {
-    batch_.clear();
-    batch_.push_back(*job);
-    device_->in_flight.fetch_add(1, std::memory_order_relaxed);
-    if (options_.max_queue_delay_us > 0) Gather();
+  while (TakeBatch()) {
     const auto jobs = static_cast<int64_t>(batch_.size());
     ServeBatch();
     device_->in_flight.fetch_sub(jobs, std::memory_order_relaxed);
   }
+}
+
+bool Worker::TakeBatch() {
+  batch_.clear();
+  if (options_.max_queue_delay_us == 0) return TakeFirst();
+  // One worker of a device gathers at a time: an idle worker waits its turn
+  // instead of taking the next job alone while another is still gathering,
+  // so a burst fills one batch as far as the delay allows.
+  absl::MutexLock turn(&device_->gather_turn);
+  if (!TakeFirst()) return false;
+  Gather();
+  return true;
+}
+
+bool Worker::TakeFirst() {
+  std::optional<QueuedJob> job = device_->queue.Pop();
+  if (!job.has_value()) return false;
+  batch_.push_back(*job);
+  device_->in_flight.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void Worker::Gather() {

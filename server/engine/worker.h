@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/backends/backend.h"
 #include "server/engine/batch_sizes.h"
@@ -32,6 +33,8 @@ struct DeviceState {
   std::atomic<bool> usable{true};
   std::atomic<int64_t> in_flight{0};
   BatchSizes batches;
+  // Held by the worker gathering a batch (coalescing only).
+  absl::Mutex gather_turn;
   // Where a job goes that this device can no longer serve (another usable
   // device, or an answer): set by the engine before the workers start.
   std::function<void(const QueuedJob&)> reroute;
@@ -59,6 +62,10 @@ class Worker {
 
  private:
   void Loop();
+  // The next batch into batch_: a job and, with coalescing, its mates.
+  // False once the queue is closed and empty.
+  bool TakeBatch();
+  bool TakeFirst();
   // Adds compatible queued jobs to batch_ until the first job's delay is
   // spent or the batch is full.
   void Gather();

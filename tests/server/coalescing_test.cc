@@ -179,6 +179,30 @@ TEST(Coalescing, WaitForBatchMatesIsBounded) {
   ASSERT_EQ(log.calls().size(), 2u);
 }
 
+TEST(Coalescing, IdleWorkersLeaveABurstToTheWorkerGathering) {
+  // Two idle workers: the second must not take the burst's second request
+  // alone while the first is still gathering.
+  constexpr int64_t kDelayUs = 50'000;
+  DeviceLog log;
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::make_unique<FakeDevice>(0, &log));
+  std::unique_ptr<Engine> engine = MakeEngine(std::move(devices), 2, kDelayUs);
+  ASSERT_NE(engine, nullptr);
+  std::vector<std::unique_ptr<TestJob>> burst;
+  for (int i = 0; i < 6; ++i) {
+    burst.push_back(Job(1 + i % 4, 70 + i));
+    engine->Submit(burst.back().get());
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  for (auto& job : burst) {
+    ASSERT_TRUE(job->WaitDone());
+    EXPECT_TRUE(job->Exact().ok()) << job->Exact();
+    EXPECT_EQ(job->timings().batch_requests, 6);
+  }
+  ASSERT_EQ(log.calls().size(), 1u);
+  EXPECT_GE(burst.front()->timings().queue_us, kDelayUs);
+}
+
 TEST(Coalescing, ZeroDelayServesEveryRequestAlone) {
   DeviceLog log;
   std::vector<std::unique_ptr<Device>> devices;
