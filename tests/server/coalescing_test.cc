@@ -21,9 +21,10 @@ using testing::Distribution;
 using testing::LengthPattern;
 
 std::unique_ptr<TestJob> Job(int64_t rows, uint64_t seed, int32_t k = 64,
-                             bool return_values = false) {
+                             bool return_values = false, Held held = Held::kInPlace) {
   return std::make_unique<TestJob>(
-      Rows(Distribution::kIndexer, rows, 3000, LengthPattern::kRandom, seed, k), k, return_values);
+      Rows(Distribution::kIndexer, rows, 3000, LengthPattern::kRandom, seed, k), k, return_values,
+      /*pinned=*/-1, held);
 }
 
 // Holds the device with one job of another K, so that what is submitted
@@ -96,6 +97,40 @@ TEST(Coalescing, MixedGoodAndBadRequestsShareOneLaunchEachAnsweredExactly) {
   EXPECT_EQ(batches.max, 8);
   // Queue time includes the wait behind the blocker: every request waited.
   for (TestJob* job : order) EXPECT_GT(job->timings().queue_us, 0);
+}
+
+// The same with rows that must be copied: one request held off alignment
+// makes the CPU backend stage the whole batch back to back instead of
+// reading every request's rows in place.
+TEST(Coalescing, StagedAndInPlaceRowsInOneBatch) {
+  DeviceLog log;
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::make_unique<FakeDevice>(0, &log));
+  std::unique_ptr<Engine> engine = MakeEngine(std::move(devices), 1, 1000);
+  ASSERT_NE(engine, nullptr);
+  std::unique_ptr<TestJob> blocker = Occupy(*engine, log);
+  std::vector<std::unique_ptr<TestJob>> jobs;
+  for (int i = 0; i < 5; ++i) {
+    jobs.push_back(
+        Job(1 + i, 80 + i, 64, /*return_values=*/true, i == 2 ? Held::kStaged : Held::kInPlace));
+  }
+  jobs.push_back(std::make_unique<TestJob>(
+      WithNan(Rows(Distribution::kIndexer, 2, 1500, LengthPattern::kFull, 90), 1), 64,
+      /*return_values=*/true, -1, Held::kStaged));
+  EXPECT_FALSE(jobs[2]->in_place());
+  EXPECT_TRUE(jobs[3]->in_place());
+  for (auto& job : jobs) engine->Submit(job.get());
+  log.Open();
+  for (auto& job : jobs) ASSERT_TRUE(job->WaitDone());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(jobs[i]->Exact().ok()) << i << ": " << jobs[i]->Exact();
+    EXPECT_EQ(jobs[i]->timings().batch_requests, 6);
+  }
+  EXPECT_EQ(jobs[5]->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(jobs[5]->status().message(),
+            "scores: row 1 has a NaN in its valid prefix (lengths[1] = 1500)");
+  ASSERT_TRUE(blocker->WaitDone());
+  ASSERT_EQ(log.calls().size(), 2u);
 }
 
 TEST(Coalescing, CallFailingAsAWholeIsServedAgainOneRequestAtATime) {

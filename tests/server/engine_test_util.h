@@ -26,12 +26,17 @@
 
 namespace topk::server::test {
 
+// How a job's rows are held: as aligned floats a host backend reads in
+// place, or one byte off alignment, so that they must be copied (staged).
+enum class Held { kInPlace, kStaged };
+
 class TestJob final : public SelectJob {
  public:
-  TestJob(tools::PackedRows rows, int32_t k, bool return_values = false, int32_t pinned = -1)
+  TestJob(tools::PackedRows rows, int32_t k, bool return_values = false, int32_t pinned = -1,
+          Held held = Held::kInPlace)
       : rows_(std::move(rows)),
-        source_(absl::string_view(reinterpret_cast<const char*>(rows_.scores.data()),
-                                  rows_.scores.size() * sizeof(float))) {
+        misaligned_(1 + rows_.scores.size() * sizeof(float), '\0'),
+        source_(Bytes(held)) {
     input_.k = k;
     input_.return_values = return_values;
     input_.lengths = rows_.lengths;
@@ -68,6 +73,7 @@ class TestJob final : public SelectJob {
     return timings_;
   }
   const RowSource* source() const { return &source_; }
+  bool in_place() const { return source_.InPlaceHostFloats() != nullptr; }
   const tools::PackedRows& rows() const { return rows_; }
 
   // The answer checked exactly: indices with the verifier, values (when
@@ -97,7 +103,16 @@ class TestJob final : public SelectJob {
   }
 
  private:
+  absl::string_view Bytes(Held held) {
+    const auto* bytes = reinterpret_cast<const char*>(rows_.scores.data());
+    const size_t size = rows_.scores.size() * sizeof(float);
+    if (held == Held::kInPlace) return absl::string_view(bytes, size);
+    std::copy(bytes, bytes + size, misaligned_.begin() + 1);
+    return absl::string_view(misaligned_.data() + 1, size);
+  }
+
   tools::PackedRows rows_;
+  std::string misaligned_;
   ContiguousRows source_;
   SelectInput input_;
   mutable absl::Mutex mu_;
