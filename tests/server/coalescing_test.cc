@@ -4,6 +4,7 @@
 // is served again one request at a time; the wait for batch-mates is
 // bounded; --max_queue_delay_us=0 serves every request alone.
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -332,6 +333,70 @@ TEST(Coalescing, ThroughTheServerEachCallGetsItsOwnAnswer) {
   EXPECT_TRUE(absl::StrContains(stats->prometheus_text(),
                                 "topk_batch_requests_bucket{device=\"0\",le=\"16\"} 2"))
       << stats->prometheus_text();
+}
+
+// The serving backend itself (the CPU in CI; TOPK_TEST_BACKEND=cuda runs it
+// on a GPU: staging of several requests into one upload, one launch, the
+// answers and values split back): concurrent calls of mixed shapes, some
+// with bad rows, each answered exactly.
+TEST(Coalescing, ServingBackendAnswersEveryCoalescedCallExactly) {
+  ServerOptions options = SmallOptions();
+  options.backends.workers = 1;
+  options.engine.max_queue_delay_us = 5000;
+  TestServer t = StartServer(options);
+  ASSERT_NE(t.client, nullptr);
+  constexpr int kCalls = 24;
+  std::vector<tools::PackedRows> rows;
+  std::vector<bool> with_values, bad;
+  for (int i = 0; i < kCalls; ++i) {
+    tools::PackedRows r = Rows(i % 3 == 0 ? Distribution::kBf16Ties : Distribution::kIndexer,
+                               1 + i % 5, 1000 + 700 * (i % 4), LengthPattern::kFull, 200 + i);
+    bad.push_back(i % 7 == 6);
+    with_values.push_back(i % 2 == 1);
+    rows.push_back(bad.back() ? WithNan(std::move(r), i % 5) : std::move(r));
+  }
+  absl::Mutex mu;
+  int done = 0;
+  std::vector<absl::StatusOr<client::SelectResult>> results(kCalls, absl::UnknownError("not done"));
+  for (int i = 0; i < kCalls; ++i) {
+    auto request = std::make_shared<const v1::SelectRequest>(
+        client::Client::MakeRequest(128, rows[i].view(), {.return_values = with_values[i]}));
+    t.client->SelectAsync(request, {.return_values = with_values[i]},
+                          [&, i](absl::StatusOr<client::SelectResult> result) {
+                            absl::MutexLock lock(&mu);
+                            results[i] = std::move(result);
+                            ++done;
+                          });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                        +[](int* d) { return *d == kCalls; }, &done),
+                                    absl::Seconds(60)));
+  }
+  int most = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    if (bad[i]) {
+      EXPECT_EQ(results[i].status().code(), absl::StatusCode::kInvalidArgument) << i;
+      EXPECT_TRUE(absl::StrContains(results[i].status().message(),
+                                    absl::StrCat("scores: row ", i % 5, " has a NaN")))
+          << results[i].status();
+      continue;
+    }
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
+    const client::SelectResult& result = *results[i];
+    EXPECT_TRUE(tools::Verify(rows[i], 128, {}, result).ok()) << i;
+    ASSERT_EQ(result.values.size(), with_values[i] ? result.indices.size() : 0u) << i;
+    for (size_t s = 0; s < result.values.size(); ++s) {
+      const int32_t index = result.indices[s];
+      const float expected = rows[i].scores[rows[i].offsets[s / 128] + index];
+      ASSERT_TRUE(index < 0 ? std::isnan(result.values[s]) : result.values[s] == expected)
+          << "call " << i << " slot " << s;
+    }
+    EXPECT_GE(result.server.batch_requests, 1);
+    most = std::max(most, result.server.batch_requests);
+  }
+  EXPECT_GT(most, 1);  // 24 calls within the first one's 5 ms: some shared a launch
 }
 
 }  // namespace
