@@ -49,13 +49,13 @@ class BoundedQueue {
   template <typename Match>
   std::optional<T> TakeFirstMatching(const Match& match, absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    size_t found = 0;
+    // Conditions may run on other threads (the one unlocking): this one only
+    // reads.
     const auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      found = Find(match);
-      return found < size_ || closed_;
+      return Find(match) < size_ || closed_;
     };
     mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
-    found = Find(match);
+    const size_t found = Find(match);
     if (found == size_) return std::nullopt;
     T item = std::move(ring_[(head_ + found) % ring_.size()]);
     // Close the gap: the items after it move one place towards the head.

@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
       slot->workers.push_back(
           std::make_unique<Worker>(*std::move(backend), worker_options, &slot->state));
     }
+    slot->state.workers = static_cast<int>(slot->workers.size());
     slot->device = std::move(device);
     engine->slots_.push_back(std::move(slot));
   }

@@ -59,7 +59,9 @@ void Worker::Join() {
 void Worker::Loop() {
   while (TakeBatch()) {
     const auto jobs = static_cast<int64_t>(batch_.size());
+    device_->serving.fetch_add(1, std::memory_order_relaxed);
     ServeBatch();
+    device_->serving.fetch_sub(1, std::memory_order_relaxed);
     device_->in_flight.fetch_sub(jobs, std::memory_order_relaxed);
   }
 }
@@ -94,7 +96,8 @@ void Worker::Gather() {
   const auto joins = [&](const QueuedJob& queued) {
     return CanJoin(lead, queued.job->input(), footprint, options_.limits, max_jobs_);
   };
-  while (footprint.jobs < max_jobs_ && footprint.rows < options_.limits.max_rows) {
+  while (footprint.jobs < max_jobs_ && footprint.rows < options_.limits.max_rows &&
+         footprint.jobs < FairShare(footprint.jobs)) {
     const int64_t left_us = std::max<int64_t>(0, deadline_us - SteadyNowUs());
     std::optional<QueuedJob> next =
         device_->queue.TakeFirstMatching(joins, absl::Microseconds(left_us));
@@ -103,6 +106,13 @@ void Worker::Gather() {
     batch_.push_back(*next);
     device_->in_flight.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+int64_t Worker::FairShare(int64_t batch_jobs) const {
+  const int idle = device_->workers - device_->serving.load(std::memory_order_relaxed);
+  if (idle <= 1) return max_jobs_;  // no one else to leave work to: wait for mates
+  const auto waiting = batch_jobs + static_cast<int64_t>(device_->queue.size());
+  return (waiting + idle - 1) / idle;
 }
 
 void Worker::ServeBatch() {

@@ -32,6 +32,9 @@ struct DeviceState {
   BoundedQueue<QueuedJob> queue;
   std::atomic<bool> usable{true};
   std::atomic<int64_t> in_flight{0};
+  int workers = 0;  // set before the workers start
+  // Workers serving a batch now; the others are idle (or gathering).
+  std::atomic<int> serving{0};
   BatchSizes batches;
   // Held by the worker gathering a batch (coalescing only).
   absl::Mutex gather_turn;
@@ -67,8 +70,14 @@ class Worker {
   bool TakeBatch();
   bool TakeFirst();
   // Adds compatible queued jobs to batch_ until the first job's delay is
-  // spent or the batch is full.
+  // spent, the batch is full, or it holds its fair share.
   void Gather();
+  // The most jobs this batch should hold with `batch_jobs` in it. With
+  // idle peers, the jobs waiting (its own and the queue's) spread over the
+  // idle workers, this one included, and no wait: the peers serve the rest
+  // at once instead of this worker serializing them. With every other
+  // worker busy, all it can take, waiting up to the delay for them.
+  int64_t FairShare(int64_t batch_jobs) const;
   // Answers cancelled jobs (and every job, when the device is unusable),
   // then serves the rest in one call, or one by one when that call failed
   // as a whole.

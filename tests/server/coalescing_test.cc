@@ -215,28 +215,48 @@ TEST(Coalescing, WaitForBatchMatesIsBounded) {
   ASSERT_EQ(log.calls().size(), 2u);
 }
 
-TEST(Coalescing, IdleWorkersLeaveABurstToTheWorkerGathering) {
-  // Two idle workers: the second must not take the burst's second request
-  // alone while the first is still gathering.
-  constexpr int64_t kDelayUs = 50'000;
+TEST(Coalescing, WithEveryOtherWorkerBusyAWorkerTakesTheWholeBurst) {
+  // Two workers, one held: the other gathers every request of a burst
+  // into one launch (and the held one, once free, finds nothing left).
+  DeviceLog log;
+  std::vector<std::unique_ptr<Device>> devices;
+  devices.push_back(std::make_unique<FakeDevice>(0, &log));
+  std::unique_ptr<Engine> engine = MakeEngine(std::move(devices), 2, /*max_queue_delay_us=*/50'000);
+  ASSERT_NE(engine, nullptr);
+  std::unique_ptr<TestJob> blocker = Occupy(*engine, log);
+  std::vector<std::unique_ptr<TestJob>> burst;
+  for (int i = 0; i < 8; ++i) {
+    burst.push_back(Job(1 + i % 4, 70 + i));
+    engine->Submit(burst.back().get());
+  }
+  ASSERT_TRUE(log.WaitEntered(2));
+  log.Open();
+  for (auto& job : burst) {
+    ASSERT_TRUE(job->WaitDone());
+    EXPECT_TRUE(job->Exact().ok()) << job->Exact();
+    EXPECT_EQ(job->timings().batch_requests, 8);
+  }
+  ASSERT_TRUE(blocker->WaitDone());
+  const std::vector<Call> calls = log.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].parts.size(), 8u);
+}
+
+TEST(Coalescing, WithAnIdlePeerNoRequestWaitsForMates) {
+  // An idle peer can serve whatever comes next at once: waiting would only
+  // add latency.
+  constexpr int64_t kDelayUs = 400'000;
   DeviceLog log;
   std::vector<std::unique_ptr<Device>> devices;
   devices.push_back(std::make_unique<FakeDevice>(0, &log));
   std::unique_ptr<Engine> engine = MakeEngine(std::move(devices), 2, kDelayUs);
   ASSERT_NE(engine, nullptr);
-  std::vector<std::unique_ptr<TestJob>> burst;
-  for (int i = 0; i < 6; ++i) {
-    burst.push_back(Job(1 + i % 4, 70 + i));
-    engine->Submit(burst.back().get());
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  for (auto& job : burst) {
-    ASSERT_TRUE(job->WaitDone());
-    EXPECT_TRUE(job->Exact().ok()) << job->Exact();
-    EXPECT_EQ(job->timings().batch_requests, 6);
-  }
-  ASSERT_EQ(log.calls().size(), 1u);
-  EXPECT_GE(burst.front()->timings().queue_us, kDelayUs);
+  auto lone = Job(3, 5);
+  engine->Submit(lone.get());
+  ASSERT_TRUE(lone->WaitDone());
+  EXPECT_TRUE(lone->Exact().ok()) << lone->Exact();
+  EXPECT_EQ(lone->timings().batch_requests, 1);
+  EXPECT_LT(lone->timings().queue_us, kDelayUs / 2);
 }
 
 TEST(Coalescing, ZeroDelayServesEveryRequestAlone) {
