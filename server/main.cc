@@ -103,6 +103,9 @@ ABSL_FLAG(bool, regions_allow_remote, Defaults().regions.allow_remote,
           "accept region RPCs from peers that are not loopback or unix-socket connections");
 ABSL_FLAG(bool, keep_heap, true,
           "keep freed large buffers resident (no per-request page faults; RSS stays at peak)");
+ABSL_FLAG(int, malloc_arenas, topk::server::kDefaultMallocArenas,
+          "glibc malloc arenas (0: glibc's default of 8 per core); more arenas mean less lock "
+          "sharing between threads and more memory that the idle release cannot return");
 ABSL_FLAG(std::string, log_level, "info",
           "trace | debug | info | warn | error (debug: one line per request)");
 
@@ -147,6 +150,11 @@ absl::Status ValidateProcessFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--drain_deadline=", absl::FormatDuration(absl::GetFlag(FLAGS_drain_deadline)),
                      " is negative"));
+  }
+  if (absl::GetFlag(FLAGS_malloc_arenas) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--malloc_arenas=", absl::GetFlag(FLAGS_malloc_arenas),
+                     " is negative (0: glibc's default)"));
   }
   return absl::OkStatus();
 }
@@ -217,6 +225,9 @@ int main(int argc, char** argv) {
     return EXIT_FAILURE;
   }
   spdlog::set_level(spdlog::level::from_str(absl::GetFlag(FLAGS_log_level)));
+  if (!topk::server::LimitMallocArenas(absl::GetFlag(FLAGS_malloc_arenas))) {
+    spdlog::warn("--malloc_arenas: the allocator refused; RSS may stay high after a burst");
+  }
   if (absl::GetFlag(FLAGS_keep_heap) && !topk::server::KeepLargeBuffersResident()) {
     spdlog::warn("--keep_heap: the allocator refused; large requests will page-fault");
   }

@@ -17,6 +17,15 @@ bool KeepLargeBuffersResident() {
 #endif
 }
 
+bool LimitMallocArenas(int arenas) {
+  if (arenas <= 0) return true;
+#if defined(__GLIBC__)
+  return mallopt(M_ARENA_MAX, arenas) == 1;
+#else
+  return false;
+#endif
+}
+
 void ReleaseFreeHeapMemory() {
 #if defined(__GLIBC__)
   malloc_trim(0);

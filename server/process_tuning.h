@@ -13,6 +13,20 @@ namespace topk::server {
 // Cost: RSS stays at that mark. Returns false if glibc refused.
 bool KeepLargeBuffersResident();
 
+// glibc's malloc arenas when --malloc_arenas is not given: one, so the idle
+// release can return a whole burst (see LimitMallocArenas). Threads then
+// share the arena's lock for allocations beyond their small-size cache.
+inline constexpr int kDefaultMallocArenas = 1;
+
+// Caps glibc's malloc arenas at `arenas` (0: glibc's own bound, 8 per core).
+// malloc_trim returns the free top of the main arena's heap, but in the
+// other arenas only free chunks inside the heap: a burst's buffers freed
+// into the top of a thread arena stay resident while the 1 GiB trim
+// threshold above holds, so with one arena per gRPC thread about half of a
+// burst's growth never went back. Call before any thread starts. Returns
+// false if glibc refused.
+bool LimitMallocArenas(int arenas);
+
 // Returns the heap's free pages to the OS (glibc's malloc_trim), so the
 // resident set falls back after a burst of large requests even when
 // KeepLargeBuffersResident() keeps freed buffers in the heap under load.

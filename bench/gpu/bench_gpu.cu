@@ -4,7 +4,12 @@
 // sampling off, and a scan-only kernel with the same row schedule. Every timed
 // output is verified on the GPU (all rows: distinct, in range, exact).
 //
+// --dtype=bf16|fp16 rounds the same scores to the 16-bit type (nearest even) and
+// times the 16-bit kernels; the floor is then sum(L) x 2 bytes at the same
+// measured read bandwidth.
+//
 // usage: topk-bench-gpu [--csv=FILE] [--quick] [--reps=N] [--shapes=M:N,M:N,...]
+//                       [--dtype=fp32|bf16|fp16] [--exact]
 //                       [--stride=S] [--run=R] [--prefetch] [--nokv_split]
 //                       [--ctas_per_sm=0|2|4] [--alt_ctas_per_sm=0|2|4] [--k=K]
 //                       [--short_rows=-1|0|W] [--alt_short_rows=-1|0|W]
@@ -31,6 +36,7 @@
 #include "kernel_args.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda_selector.h"
+#include "topk/keys.h"
 
 // The selector options default to CudaSelectorConfig's own defaults.
 ABSL_FLAG(std::string, csv, "bench_gpu.csv", "where to write the per-shape CSV");
@@ -55,6 +61,8 @@ ABSL_FLAG(int64_t, short_rows, -1,
           "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
 ABSL_FLAG(int64_t, alt_short_rows, -2,
           "A/B: also time a selector with this short-row setting (as --short_rows; -2: none)");
+ABSL_FLAG(std::string, dtype, "fp32", "score type of the rows: fp32, bf16 or fp16");
+ABSL_FLAG(bool, exact, true, "also time the exact route (sampling off) on the same data");
 
 namespace {
 
@@ -141,6 +149,14 @@ __global__ void GenerateIndexer(float* out, int64_t rows, int64_t width, uint64_
   }
 }
 
+// The FP32 scores rounded to the 16-bit type, nearest even (-inf stays -inf).
+__global__ void NarrowScores(const float* in, uint16_t* out, int64_t n, int fp16) {
+  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
+       t += int64_t{gridDim.x} * blockDim.x) {
+    out[t] = fp16 ? topk::HalfBitsRoundNearest(in[t]) : topk::Bf16BitsRoundNearest(in[t]);
+  }
+}
+
 // Read bandwidth: 16-byte ld.global.cg over a large buffer.
 __global__ void ReadKernel(const float4* p, int64_t n4, float* sink) {
   float acc = 0.f;
@@ -153,22 +169,25 @@ __global__ void ReadKernel(const float4* p, int64_t n4, float* sink) {
 }
 
 // Scan-only control: the persistent selector's row schedule (row per CTA,
-// grid-stride over rows) with only the 16-byte row read.
+// grid-stride over rows) with only the 16-byte row read (elements of
+// elem_bytes; pitch in elements, a multiple of 16 bytes).
 __global__ void __launch_bounds__(512)
-    ScanRows(const float* scores, int64_t pitch, int64_t rows, float* sink) {
-  float acc = 0.f;
+    ScanRows(const uint8_t* scores, int64_t pitch, int elem_bytes, int64_t rows, float* sink) {
+  uint32_t acc = 0;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float4* row = reinterpret_cast<const float4*>(scores + r * pitch);
-    const int64_t n4 = CausalLength(r, rows, pitch) / 4;
-    for (int64_t i = threadIdx.x; i < n4; i += 512 * 4) {
-      float4 v[4];
+    const uint4* row = reinterpret_cast<const uint4*>(scores + r * pitch * elem_bytes);
+    const int64_t n16 = CausalLength(r, rows, pitch) * elem_bytes / 16;
+    for (int64_t i = threadIdx.x; i < n16; i += 512 * 4) {
+      uint4 v[4];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) v[u] = i + u * 512 < n4 ? __ldcg(row + i + u * 512) : float4{};
+      for (int u = 0; u < 4; ++u) {
+        v[u] = i + u * 512 < n16 ? __ldcg(row + i + u * 512) : make_uint4(0u, 0u, 0u, 0u);
+      }
 #pragma unroll
-      for (int u = 0; u < 4; ++u) acc += v[u].x + v[u].y + v[u].z + v[u].w;
+      for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
     }
   }
-  if (acc == 1234.5f) sink[0] = acc;
+  if (acc == 0x12345u) sink[0] = 1.f;
 }
 
 __global__ void FillLengths(int32_t* l, int64_t rows, int64_t width) {
@@ -245,6 +264,18 @@ int main(int argc, char** argv) {
     }
   }
   const int32_t k = absl::GetFlag(FLAGS_k);
+  const std::string dtype_name = absl::GetFlag(FLAGS_dtype);
+  topk::ScoreType dtype = topk::ScoreType::kFloat32;
+  if (dtype_name == "bf16") {
+    dtype = topk::ScoreType::kBFloat16;
+  } else if (dtype_name == "fp16") {
+    dtype = topk::ScoreType::kFloat16;
+  } else if (dtype_name != "fp32") {
+    std::fprintf(stderr, "--dtype: fp32, bf16 or fp16\n");
+    return 2;
+  }
+  const int elem = topk::ScoreTypeBytes(dtype);
+  const bool time_exact = absl::GetFlag(FLAGS_exact);
   auto sampled = Must(topk::CudaSelector::Create(cfg));
   topk::CudaSelectorConfig off_cfg;
   off_cfg.enable_sampling = false;
@@ -299,15 +330,30 @@ int main(int argc, char** argv) {
   auto sink = Must(topk::cuda::AllocateDevice<float>(1));
   for (auto [m, n] : shapes) {
     double bytes = 0;
-    for (int64_t r = 0; r < m; ++r) bytes += 4.0 * CausalLength(r, m, n);
+    for (int64_t r = 0; r < m; ++r) bytes += double{elem} * CausalLength(r, m, n);
     const int64_t mat = m * n;
+    const int64_t mat_bytes = mat * elem;
     // Enough copies that the rotation cannot be served from the 60 MiB L2.
     const int copies = static_cast<int>(
-        std::min<int64_t>(64, std::max<int64_t>(1, (int64_t{400} << 20) / (mat * 4) + 1)));
-    auto data = Must(topk::cuda::AllocateDevice<float>(static_cast<size_t>(mat) * copies));
-    for (int c = 0; c < copies; ++c) {
-      GenerateIndexer<<<8192, 256, 0, st>>>(data.get() + c * mat, m, n, 1000 + c);
-      CHECK_CUDA(cudaGetLastError());
+        std::min<int64_t>(64, std::max<int64_t>(1, (int64_t{400} << 20) / mat_bytes + 1)));
+    auto data = Must(topk::cuda::AllocateDevice<uint8_t>(static_cast<size_t>(mat_bytes) * copies));
+    {
+      // The same FP32 scores for every type; 16-bit rows are them rounded.
+      topk::cuda::DeviceBuffer<float> wide;
+      if (elem != 4) wide = Must(topk::cuda::AllocateDevice<float>(static_cast<size_t>(mat)));
+      for (int c = 0; c < copies; ++c) {
+        float* target =
+            elem == 4 ? reinterpret_cast<float*>(data.get() + c * mat_bytes) : wide.get();
+        GenerateIndexer<<<8192, 256, 0, st>>>(target, m, n, 1000 + c);
+        CHECK_CUDA(cudaGetLastError());
+        if (elem != 4) {
+          NarrowScores<<<8192, 256, 0, st>>>(
+              wide.get(), reinterpret_cast<uint16_t*>(data.get() + c * mat_bytes), mat,
+              dtype == topk::ScoreType::kFloat16 ? 1 : 0);
+          CHECK_CUDA(cudaGetLastError());
+        }
+      }
+      CHECK_CUDA(cudaStreamSynchronize(st));
     }
     auto lengths = Must(topk::cuda::AllocateDevice<int32_t>(m));
     FillLengths<<<(m + 255) / 256, 256, 0, st>>>(lengths.get(), m, n);
@@ -320,8 +366,10 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMemsetAsync(bad_dev.get(), 0, 8, st));
     for (int variant = 0; variant < 3; ++variant) {
       if (variant == 2 && alt == nullptr) break;
+      if (variant == 1 && !time_exact) continue;
       topk::CudaSelector& sel = variant == 0 ? *sampled : (variant == 1 ? *exact : *alt);
-      auto plan = Must(sel.MakePlan(topk::ProblemShape{k, m, n, topk::Layout::kPitched}, {}));
+      auto plan =
+          Must(sel.MakePlan(topk::ProblemShape{k, m, n, topk::Layout::kPitched, dtype}, {}));
       if (variant == 0) row.route = std::string(topk::RouteName(plan.route));
       if (variant == 0) row.block = plan.block;
       if (variant == 2) row.alt_block = plan.block;
@@ -334,7 +382,13 @@ int main(int argc, char** argv) {
       for (int it = 0; it < reps + 2; ++it) {
         const int c = it % copies;
         topk::RowBatch b;
-        b.scores = data.get() + c * mat;
+        b.dtype = dtype;
+        const uint8_t* scores = data.get() + c * mat_bytes;
+        if (elem == 4) {
+          b.scores = reinterpret_cast<const float*>(scores);
+        } else {
+          b.scores16 = reinterpret_cast<const uint16_t*>(scores);
+        }
         b.pitch = n;
         b.lengths = lengths.get();
         b.num_rows = m;
@@ -344,13 +398,13 @@ int main(int argc, char** argv) {
         CHECK_CUDA(cudaEventRecord(ev1.get(), st));
         // Verify this output (outside the timed region).
         topk::cuda::DeviceArgs va;
-        va.scores = b.scores;
+        va.scores = scores;
         va.pitch = n;
         va.lengths = lengths.get();
         va.indices = out.get();
         va.num_rows = m;
         va.width = n;
-        CHECK_CUDA(topk::cuda::LaunchVerify(va, k, m, bad_dev.get(), first_bad.get(), st));
+        CHECK_CUDA(topk::cuda::LaunchVerify(va, k, dtype, m, bad_dev.get(), first_bad.get(), st));
         CHECK_CUDA(cudaEventSynchronize(ev1.get()));
         float ms;
         CHECK_CUDA(cudaEventElapsedTime(&ms, ev0.get(), ev1.get()));
@@ -391,7 +445,7 @@ int main(int argc, char** argv) {
       for (int it = 0; it < reps + 2; ++it) {
         const int c = it % copies;
         CHECK_CUDA(cudaEventRecord(ev0.get(), st));
-        ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat, n, m, sink.get());
+        ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat_bytes, n, elem, m, sink.get());
         CHECK_CUDA(cudaGetLastError());
         CHECK_CUDA(cudaEventRecord(ev1.get(), st));
         CHECK_CUDA(cudaEventSynchronize(ev1.get()));
@@ -406,11 +460,11 @@ int main(int argc, char** argv) {
     row.bad = static_cast<long long>(bad);
     results.push_back(row);
     std::printf(
-        "M=%5lld N=%7lld ours %.4f ms  floor %.4f  x%.2f  exact %.4f  scan %.4f  band %.3f "
+        "%s M=%5lld N=%7lld ours %.4f ms  floor %.4f  x%.2f  exact %.4f  scan %.4f  band %.3f "
         "exact %.3f cands %.0f  bad %lld  us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
-        static_cast<long long>(m), static_cast<long long>(n), row.ours, row.floor,
-        row.ours / row.floor, row.exact, row.scan, row.band_rate, row.exact_rate, row.mean_cands,
-        row.bad, row.us_proposal, row.us_admit, row.us_refine, row.us_finalize);
+        dtype_name.c_str(), static_cast<long long>(m), static_cast<long long>(n), row.ours,
+        row.floor, row.ours / row.floor, row.exact, row.scan, row.band_rate, row.exact_rate,
+        row.mean_cands, row.bad, row.us_proposal, row.us_admit, row.us_refine, row.us_finalize);
     if (alt != nullptr) {
       std::printf(
           "  alt M=%5lld N=%7lld %s block %d: %.4f ms x%.2f (%s block %d: %.4f ms x%.2f) alt/ours "
@@ -432,17 +486,17 @@ int main(int argc, char** argv) {
                "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
                "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
-               "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates\n");
+               "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype\n");
   for (const Row& r : results) {
     std::fprintf(f,
                  "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f\n",
+                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s\n",
                  static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
                  r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
                  r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
                  r.us_proposal, r.us_admit, r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt,
                  r.alt / r.floor, r.alt_us_proposal, r.alt_us_admit, r.alt_us_refine,
-                 r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands);
+                 r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands, dtype_name.c_str());
   }
   std::fclose(f);
   long long total_bad = 0;

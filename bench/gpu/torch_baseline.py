@@ -3,7 +3,9 @@
 shapes of topk-bench-gpu, with the same indexer-like score distribution
 (sum of 4 weighted relu(N(mu, 1)) terms; mu: attention sink, recency, topical
 segments), drawn with torch's RNG. Times with CUDA events, median of reps,
-rotating input copies so the 60 MiB L2 does not serve them. Writes a CSV."""
+rotating input copies so the 60 MiB L2 does not serve them. --dtype bf16 or
+fp16 rounds the same rows to that type (topk-bench-gpu --dtype). Writes a
+CSV."""
 import argparse
 import csv
 import math
@@ -49,7 +51,10 @@ def main():
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--reps", type=int, default=0)
     ap.add_argument("--shapes", default="")
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     args = ap.parse_args()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    elem = torch.tensor([], dtype=dtype).element_size()
     if args.shapes:
         shapes = [tuple(int(v) for v in s.split(":")) for s in args.shapes.split(",")]
     else:
@@ -59,9 +64,9 @@ def main():
     dev = torch.device("cuda")
     rows = []
     for m, n in shapes:
-        nbytes = m * n * 4
+        nbytes = m * n * elem
         copies = max(1, min(16, (400 << 20) // nbytes + 1))
-        xs = [indexer_rows(m, n, 1000 + c, dev) for c in range(copies)]
+        xs = [indexer_rows(m, n, 1000 + c, dev).to(dtype) for c in range(copies)]
         reps = args.reps or (8 if nbytes > 4e9 else 25)
         times = []
         for it in range(reps + 2):
@@ -80,8 +85,8 @@ def main():
         times.sort()
         med = times[len(times) // 2]
         rows.append({"M": m, "N": n, "K": args.k, "torch_ms": f"{med:.5f}", "copies": copies,
-                     "reps": reps})
-        print(f"torch M={m:5d} N={n:8d} {med:.4f} ms", flush=True)
+                     "reps": reps, "dtype": args.dtype})
+        print(f"torch {args.dtype} M={m:5d} N={n:8d} {med:.4f} ms", flush=True)
         del xs, x, v, i
         torch.cuda.empty_cache()
     with open(args.csv, "w", newline="") as f:

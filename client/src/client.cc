@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <chrono>
 #include <cstring>
 #include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -39,6 +41,37 @@ void SetOptions(const CallOptions& options, v1::SelectOptions& out) {
   out.set_sorted(options.sorted);
   out.set_deterministic(options.deterministic);
   out.set_return_values(options.return_values);
+}
+
+// The channel's service config, or "" when the options ask for none. Names
+// are checked, not escaped: a policy is a word, a service a dotted name.
+absl::StatusOr<std::string> ServiceConfig(const ClientOptions& options) {
+  auto plain = [](const std::string& name) {
+    return std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+    });
+  };
+  if (!plain(options.load_balancing_policy)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("load_balancing_policy \"", options.load_balancing_policy,
+                     "\": expected a policy name such as round_robin"));
+  }
+  if (!plain(options.health_check_service)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("health_check_service \"", options.health_check_service,
+                     "\": expected a service name such as topk.v1.TopK"));
+  }
+  std::vector<std::string> fields;
+  if (!options.load_balancing_policy.empty()) {
+    fields.push_back(
+        absl::StrCat(R"("loadBalancingConfig": [{")", options.load_balancing_policy, R"(": {}}])"));
+  }
+  if (!options.health_check_service.empty()) {
+    fields.push_back(absl::StrCat(R"("healthCheckConfig": {"serviceName": ")",
+                                  options.health_check_service, R"("})"));
+  }
+  if (fields.empty()) return std::string();
+  return absl::StrCat("{", absl::StrJoin(fields, ", "), "}");
 }
 
 }  // namespace
@@ -97,6 +130,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
   if (!options.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls_server_name);
   }
+  absl::StatusOr<std::string> service_config = ServiceConfig(options);
+  if (!service_config.ok()) return service_config.status();
+  if (!service_config->empty()) args.SetServiceConfigJSON(*service_config);
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateCustomChannel(options.target, credentials, args);
   if (channel == nullptr) {

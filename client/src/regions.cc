@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -80,13 +81,15 @@ void SharedMemorySegment::Reset() {
   data_ = nullptr;
 }
 
-RegionSession::RegionSession(std::shared_ptr<grpc::Channel> channel)
+RegionSession::RegionSession(std::shared_ptr<grpc::Channel> channel, CallPath path)
     : channel_(std::move(channel)),
+      path_(path),
       stub_(v1::TopK::NewStub(channel_)),
       selects_(std::make_unique<Client>(channel_)) {}
 
-absl::StatusOr<std::unique_ptr<RegionSession>> RegionSession::Open(const Client& client) {
-  auto session = std::unique_ptr<RegionSession>(new RegionSession(client.channel()));
+absl::StatusOr<std::unique_ptr<RegionSession>> RegionSession::Open(const Client& client,
+                                                                   CallPath path) {
+  auto session = std::unique_ptr<RegionSession>(new RegionSession(client.channel(), path));
   session->stream_context_ = std::make_unique<grpc::ClientContext>();
   session->stream_ =
       session->stub_->OpenSession(session->stream_context_.get(), v1::OpenSessionRequest());
@@ -102,6 +105,10 @@ absl::StatusOr<std::unique_ptr<RegionSession>> RegionSession::Open(const Client&
 }
 
 RegionSession::~RegionSession() {
+  {
+    std::lock_guard lock(pipeline_mutex_);
+    pipeline_.reset();  // its requests name the session: done before it ends
+  }
   if (stream_ != nullptr) {
     // Ending the stream is what releases the session's regions.
     stream_context_->TryCancel();
@@ -235,7 +242,86 @@ absl::StatusOr<SelectResult> RegionSession::Select(int32_t k, const RegionRowsRe
 
 absl::StatusOr<SelectResult> RegionSession::Select(const v1::SelectRequest& request,
                                                    const CallOptions& options) {
-  return selects_->Select(request, options);
+  if (path_ == CallPath::kUnary) return selects_->Select(request, options);
+  std::lock_guard lock(pipeline_mutex_);
+  if (pipeline_ == nullptr || !pipeline_->healthy()) {
+    // A stream the server ended (idle past its timeout, a restart) is
+    // replaced; the request had not been sent on it.
+    absl::StatusOr<std::unique_ptr<SelectPipeline>> opened = SelectPipeline::Open(channel_);
+    if (!opened.ok()) return opened.status();
+    pipeline_ = *std::move(opened);
+  }
+  return pipeline_->Call(request);
+}
+
+absl::StatusOr<std::unique_ptr<SelectPipeline>> SelectPipeline::Open(
+    std::shared_ptr<grpc::Channel> channel) {
+  auto pipeline = std::unique_ptr<SelectPipeline>(new SelectPipeline());
+  pipeline->stub_ = v1::TopK::NewStub(channel);
+  pipeline->context_ = std::make_unique<grpc::ClientContext>();
+  pipeline->stream_ = pipeline->stub_->SelectPipeline(pipeline->context_.get());
+  if (pipeline->stream_ == nullptr) return absl::UnavailableError("SelectPipeline: no stream");
+  return pipeline;
+}
+
+SelectPipeline::~SelectPipeline() {
+  if (stream_ == nullptr) return;
+  if (healthy_ && !half_closed_) stream_->WritesDone();
+  v1::SelectReply ignored;
+  while (stream_->Read(&ignored)) {
+  }
+  stream_->Finish();
+}
+
+absl::Status SelectPipeline::Broken() {
+  healthy_ = false;
+  if (!half_closed_) {
+    half_closed_ = true;
+    stream_->WritesDone();
+  }
+  // Replies still due are dropped: the stream is gone.
+  v1::SelectReply ignored;
+  while (stream_->Read(&ignored)) {
+  }
+  const grpc::Status status = stream_->Finish();
+  stream_.reset();
+  if (status.ok()) return absl::UnavailableError("SelectPipeline: the server ended the stream");
+  return ToAbsl(status);
+}
+
+absl::Status SelectPipeline::Send(const v1::SelectRequest& request) {
+  if (!healthy_) return absl::FailedPreconditionError("SelectPipeline: the stream is broken");
+  if (!stream_->Write(request)) return Broken();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SelectReply> SelectPipeline::Receive() {
+  if (!healthy_) return absl::FailedPreconditionError("SelectPipeline: the stream is broken");
+  v1::SelectReply reply;
+  if (!stream_->Read(&reply)) return Broken();
+  return reply;
+}
+
+absl::StatusOr<SelectResult> SelectPipeline::Call(const v1::SelectRequest& request) {
+  const auto start = std::chrono::steady_clock::now();
+  if (absl::Status sent = Send(request); !sent.ok()) return sent;
+  absl::StatusOr<v1::SelectReply> reply = Receive();
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<SelectResult> result = ToResult(*reply, request.has_output());
+  if (result.ok()) {
+    result->client_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+  }
+  return result;
+}
+
+absl::StatusOr<SelectResult> ToResult(const v1::SelectReply& reply, bool output_by_reference) {
+  if (reply.code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message());
+  }
+  return output_by_reference ? DecodeReferenceResponse(reply.response())
+                             : DecodeResponse(reply.response());
 }
 
 }  // namespace topk::client

@@ -164,11 +164,26 @@ class Progress {
   std::thread thread_;
 };
 
+// One request on caller `caller`'s pipeline (opened on first use).
+absl::StatusOr<SelectResult> PipelineCall(Client& client, const Workload& w, int caller,
+                                          const v1::SelectRequest& request) {
+  std::unique_ptr<client::SelectPipeline>& pipeline = (*w.pipelines)[caller];
+  if (pipeline == nullptr || !pipeline->healthy()) {
+    absl::StatusOr<std::unique_ptr<client::SelectPipeline>> opened =
+        client::SelectPipeline::Open(client.channel());
+    if (!opened.ok()) return opened.status();
+    pipeline = *std::move(opened);
+  }
+  return pipeline->Call(request);
+}
+
 absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant, int caller,
                                       int64_t call) {
   if (w.references != nullptr) {
-    absl::StatusOr<SelectResult> result =
-        client.Select(w.references->request(caller, variant), w.options);
+    const v1::SelectRequest& request = w.references->request(caller, variant);
+    absl::StatusOr<SelectResult> result = w.pipelines != nullptr
+                                              ? PipelineCall(client, w, caller, request)
+                                              : client.Select(request, w.options);
     if (result.ok() && w.verify_every > 0 && call % w.verify_every == 0) {
       if (absl::Status s = w.references->ReadOutput(caller, *result); !s.ok()) return s;
     }
@@ -177,6 +192,7 @@ absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t 
   if (w.stream) {
     return client.SelectStreaming(w.k, w.rows[variant].view(), w.options, w.chunk_bytes);
   }
+  if (w.pipelines != nullptr) return PipelineCall(client, w, caller, *w.requests[variant]);
   return client.Select(*w.requests[variant], w.options);
 }
 

@@ -14,6 +14,7 @@
 #include "packed_rows.h"
 #include "reference_transport.h"
 #include "topk/client/client.h"
+#include "topk/client/regions.h"
 
 namespace topk::tools {
 
@@ -31,6 +32,10 @@ struct Workload {
   // references->request(c, variant) and reads the answer back from its
   // output area for the calls it verifies.
   const ReferenceRegions* references = nullptr;
+  // Set: each caller sends on a SelectPipeline stream of its own (entry
+  // `caller`, opened on its client at its first call and reopened if the
+  // server ended it) instead of one unary Select per request. Closed loop.
+  std::vector<std::unique_ptr<client::SelectPipeline>>* pipelines = nullptr;
 };
 
 struct StepTiming {

@@ -84,6 +84,10 @@ ABSL_FLAG(std::string, transport, "inline",
           "inline (rows in the request) | shm (rows and answers in a shared-memory region) | ipc "
           "(in a CUDA allocation exported over IPC); shm and ipc need a local server with "
           "--enable_regions and a closed loop");
+ABSL_FLAG(std::string, call, "",
+          "unary (one Select call per request) | pipeline (each caller keeps a SelectPipeline "
+          "stream open and sends its requests on it; closed loop); empty: pipeline with "
+          "--transport=shm|ipc, unary inline");
 ABSL_FLAG(int, ipc_device, 0, "--transport=ipc: the CUDA device holding the rows");
 
 namespace {
@@ -287,7 +291,7 @@ int main(int argc, char** argv) {
   if (*transport != topk::tools::Transport::kInline) {
     if (open_loop || w.stream) {
       return Fail(absl::InvalidArgumentError(
-          "--transport=shm|ipc: closed loop (--concurrency) with unary Select only"));
+          "--transport=shm|ipc: closed loop (--concurrency) with Select (no --stream)"));
     }
     absl::StatusOr<std::unique_ptr<topk::tools::ReferenceRegions>> created =
         topk::tools::ReferenceRegions::Create(*transport, *clients.front(), w.rows, w.k, w.options,
@@ -295,6 +299,20 @@ int main(int argc, char** argv) {
     if (!created.ok()) return Fail(created.status());
     references = *std::move(created);
     w.references = references.get();
+  }
+  std::string call = absl::GetFlag(FLAGS_call);
+  if (call.empty()) call = *transport == topk::tools::Transport::kInline ? "unary" : "pipeline";
+  if (call != "unary" && call != "pipeline") {
+    return Fail(
+        absl::InvalidArgumentError(absl::StrCat("--call=", call, ": expected unary or pipeline")));
+  }
+  std::vector<std::unique_ptr<topk::client::SelectPipeline>> pipelines(callers);
+  if (call == "pipeline") {
+    if (open_loop || w.stream) {
+      return Fail(absl::InvalidArgumentError(
+          "--call=pipeline: closed loop (--concurrency) without --stream"));
+    }
+    w.pipelines = &pipelines;
   }
 
   const topk::tools::StepTiming timing{.warmup_s = absl::GetFlag(FLAGS_warmup_s),
@@ -309,7 +327,7 @@ int main(int argc, char** argv) {
       {"tls", absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() ? "true" : "false"},
       {"connections", absl::StrCat(connections)},
       {"transport", absl::GetFlag(FLAGS_transport)},
-      {"call", w.stream ? "SelectStream" : "Select"},
+      {"call", w.stream ? "SelectStream" : (w.pipelines != nullptr ? "SelectPipeline" : "Select")},
       {"arrivals", open_loop ? absl::GetFlag(FLAGS_arrivals) : "closed loop"},
       {"workload", absl::GetFlag(FLAGS_workload)},
       {"rows_source", source},

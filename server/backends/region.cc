@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/backends/shm_guard.h"
 
 namespace topk::server {
 namespace {
@@ -33,20 +34,32 @@ class Fd {
   int fd_;
 };
 
-// An mmap'd window of a shared-memory object; unmapped on destruction. It
-// keeps the object open to see its size change (CheckIntact).
+// An mmap'd window of a shared-memory object, guarded against SIGBUS;
+// unmapped on destruction. It keeps the object open to see its size change
+// (CheckIntact).
 class ShmRegion final : public Region {
  public:
   ShmRegion(Fd fd, void* mapping, size_t mapping_bytes, size_t usable_offset, uint64_t byte_size,
-            uint64_t needed_object_bytes)
+            uint64_t needed_object_bytes, ShmGuard guard)
       : Region(RegionKind::kShm, static_cast<std::byte*>(mapping) + usable_offset, byte_size, -1),
         fd_(std::move(fd)),
         mapping_(mapping),
         mapping_bytes_(mapping_bytes),
-        needed_object_bytes_(needed_object_bytes) {}
-  ~ShmRegion() override { munmap(mapping_, mapping_bytes_); }
+        needed_object_bytes_(needed_object_bytes),
+        guard_(std::move(guard)) {}
+  ~ShmRegion() override {
+    guard_ = ShmGuard();  // unguarded before the address range can be reused
+    munmap(mapping_, mapping_bytes_);
+  }
+
+  bool poisoned() const override { return guard_.poisoned(); }
 
   absl::Status CheckIntact() const override {
+    if (guard_.poisoned()) {
+      return absl::FailedPreconditionError(
+          "poisoned: a request faulted reading it after the shared-memory object shrank; "
+          "unregister it (and register it again once the object has its size back)");
+    }
     struct stat info {};
     if (fstat(fd_.get(), &info) != 0 ||
         static_cast<uint64_t>(info.st_size) < needed_object_bytes_) {
@@ -62,6 +75,7 @@ class ShmRegion final : public Region {
   void* mapping_;
   size_t mapping_bytes_;
   uint64_t needed_object_bytes_;
+  ShmGuard guard_;
 };
 
 }  // namespace
@@ -133,8 +147,14 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
     return absl::InvalidArgumentError(
         absl::StrCat("shm: mmap('", shm_name, "', ", map_bytes, " bytes): ", OsError(errno)));
   }
+  absl::StatusOr<ShmGuard> guard = ShmGuard::Guard(mapping, static_cast<size_t>(map_bytes));
+  if (!guard.ok()) {
+    munmap(mapping, static_cast<size_t>(map_bytes));
+    return guard.status();
+  }
   return std::make_unique<ShmRegion>(std::move(fd), mapping, static_cast<size_t>(map_bytes),
-                                     static_cast<size_t>(lead), byte_size, offset + byte_size);
+                                     static_cast<size_t>(lead), byte_size, offset + byte_size,
+                                     *std::move(guard));
 }
 
 }  // namespace topk::server

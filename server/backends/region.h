@@ -45,6 +45,10 @@ class Region {
   // shrunk by its owner after registration, and reading past its new end
   // would fault: requests check this before they are queued.
   virtual absl::Status CheckIntact() const { return absl::OkStatus(); }
+  // True once an access to the memory faulted (a shared-memory object
+  // shrunk under the server: see shm_guard.h). What was read from it since
+  // may be zeros, and what was written is lost.
+  virtual bool poisoned() const { return false; }
 
   // Requests that hold the region right now (RegionLease).
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }

@@ -6,6 +6,7 @@
 // leasing it is done: leases share ownership.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backends/region.h"
 
@@ -34,6 +36,28 @@ struct RegionRegistryLimits {
   int64_t max_regions_per_session = 256;
 };
 
+// One session's regions. A request resolves its session once (a reader lock
+// on the registry) and leases from it under the session's own reader lock,
+// so requests of different sessions never contend and requests of one
+// session only share a reader lock. Nothing on that path allocates.
+class SessionRegions {
+ public:
+  // A lease on the region `name`: NOT_FOUND when the session has none, or
+  // has ended since the request found it.
+  absl::StatusOr<RegionLease> Lease(absl::string_view name) const;
+  // True once the session ended (a holder of this object must look the
+  // session up again, and will not find it).
+  bool closed() const { return closed_flag_.load(std::memory_order_acquire); }
+
+ private:
+  friend class RegionRegistry;
+  std::atomic<bool> closed_flag_{false};
+  using Regions = absl::flat_hash_map<std::string, std::shared_ptr<Region>>;
+  mutable absl::Mutex mutex_;
+  Regions regions_ ABSL_GUARDED_BY(mutex_);
+  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
 class RegionRegistry {
  public:
   explicit RegionRegistry(RegionRegistryLimits limits = {}) : limits_(limits) {}
@@ -51,8 +75,10 @@ class RegionRegistry {
   // Drops one region (NOT_FOUND when absent) or, with `all`, every region
   // of the session. Returns how many were dropped.
   absl::StatusOr<int> Remove(const std::string& session, const std::string& name, bool all);
+  // The session's regions: NOT_FOUND (naming session_id) when unknown.
+  absl::StatusOr<std::shared_ptr<const SessionRegions>> Find(absl::string_view session) const;
   // A lease on a region: NOT_FOUND for an unknown session or name.
-  absl::StatusOr<RegionLease> Lease(const std::string& session, const std::string& name) const;
+  absl::StatusOr<RegionLease> Lease(absl::string_view session, absl::string_view name) const;
   // The session's regions in name order.
   absl::StatusOr<std::vector<RegionListing>> List(const std::string& session) const;
 
@@ -61,10 +87,15 @@ class RegionRegistry {
   int64_t session_count() const;
 
  private:
-  using Regions = absl::flat_hash_map<std::string, std::shared_ptr<Region>>;
+  using Regions = SessionRegions::Regions;
+  // Ends `session`: its regions are handed to the caller (to be dropped
+  // outside every lock).
+  static Regions Close(SessionRegions& session);
+  absl::StatusOr<std::shared_ptr<SessionRegions>> FindSession(absl::string_view session) const;
   RegionRegistryLimits limits_;
   mutable absl::Mutex mutex_;
-  absl::flat_hash_map<std::string, Regions> sessions_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<std::string, std::shared_ptr<SessionRegions>> sessions_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace topk::server

@@ -203,6 +203,16 @@ Metrics::Metrics(const Engine& engine, const std::string& version)
   for (int c = 1; c < kCodes; ++c) {
     errors_[c] = &errors.Add({{"code", StatusCodeName(static_cast<absl::StatusCode>(c))}});
   }
+  auto& region_rpc_errors = prometheus::BuildCounter()
+                                .Name("topk_region_rpc_errors_total")
+                                .Help(
+                                    "Refused region RPCs (OpenSession, RegisterRegion, "
+                                    "UnregisterRegion, ListRegions) by gRPC status code")
+                                .Register(*registry_);
+  for (int c = 1; c < kCodes; ++c) {
+    region_rpc_errors_[c] =
+        &region_rpc_errors.Add({{"code", StatusCodeName(static_cast<absl::StatusCode>(c))}});
+  }
   auto& latency = prometheus::BuildHistogram()
                       .Name("topk_latency_seconds")
                       .Help("Per-request latency by stage: queue, device, total (excludes wire)")
@@ -239,6 +249,11 @@ void Metrics::OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64
 void Metrics::OnError(absl::StatusCode code) {
   const int c = static_cast<int>(code);
   if (c > 0 && c < kCodes) errors_[c]->Increment();
+}
+
+void Metrics::OnRegionRpcError(absl::StatusCode code) {
+  const int c = static_cast<int>(code);
+  if (c > 0 && c < kCodes) region_rpc_errors_[c]->Increment();
 }
 
 void Metrics::FillStats(v1::Stats& stats) const {

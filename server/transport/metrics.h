@@ -45,6 +45,9 @@ class Metrics {
   void OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
                  int64_t total_us);
   void OnError(absl::StatusCode code);
+  // A region RPC (OpenSession, RegisterRegion, UnregisterRegion,
+  // ListRegions) refused, e.g. a body that is not its message.
+  void OnRegionRpcError(absl::StatusCode code);
 
   void FillStats(v1::Stats& stats) const;
   std::string PrometheusText() const;
@@ -63,6 +66,7 @@ class Metrics {
   prometheus::Counter* bytes_in_;
   prometheus::Counter* bytes_out_;
   std::array<prometheus::Counter*, kCodes> errors_{};
+  std::array<prometheus::Counter*, kCodes> region_rpc_errors_{};
   prometheus::Histogram* queue_latency_;
   prometheus::Histogram* device_latency_;
   prometheus::Histogram* total_latency_;

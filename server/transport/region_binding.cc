@@ -22,16 +22,15 @@ struct Resolved {
 
 class Binder {
  public:
-  Binder(const RegionRegistry& registry, const std::string& session, RegionBinding& binding,
-         bool cpu_backend)
-      : registry_(registry), session_(session), binding_(binding), cpu_backend_(cpu_backend) {}
+  Binder(const SessionRegions& session, RegionBinding& binding, bool cpu_backend)
+      : session_(session), binding_(binding), cpu_backend_(cpu_backend) {}
 
   // Leases `ref`'s region, which must hold bytes (not an event), sit on the
   // request's device, and have `ref.offset` aligned to `alignment` and
   // within its range.
   absl::StatusOr<Resolved> Memory(const v1::RegionRef& ref, absl::string_view field,
                                   uint64_t alignment) {
-    absl::StatusOr<RegionLease> lease = registry_.Lease(session_, ref.region());
+    absl::StatusOr<RegionLease> lease = session_.Lease(ref.region());
     if (!lease.ok()) {
       return absl::Status(lease.status().code(),
                           absl::StrCat(field, ".region: ", lease.status().message()));
@@ -68,6 +67,7 @@ class Binder {
           absl::StrCat(field, ".offset: ", ref.offset(), " is not ", alignment, "-byte aligned"));
     }
     binding_.leases.push_back(*std::move(lease));
+    binding_.names.push_back(ref.region());
     return Resolved{.region = &region, .offset = ref.offset()};
   }
 
@@ -92,8 +92,7 @@ class Binder {
   }
 
  private:
-  const RegionRegistry& registry_;
-  const std::string& session_;
+  const SessionRegions& session_;
   RegionBinding& binding_;
   bool cpu_backend_;
   std::optional<int32_t> device_;
@@ -285,10 +284,9 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> BindEvent(const RegionRegistry& registry, const std::string& session,
-                                const std::string& name, absl::string_view field, int32_t device,
-                                RegionBinding& binding) {
-  absl::StatusOr<RegionLease> lease = registry.Lease(session, name);
+absl::StatusOr<void*> BindEvent(const SessionRegions& session, const std::string& name,
+                                absl::string_view field, int32_t device, RegionBinding& binding) {
+  absl::StatusOr<RegionLease> lease = session.Lease(name);
   if (!lease.ok()) {
     return absl::Status(lease.status().code(), absl::StrCat(field, ": ", lease.status().message()));
   }
@@ -302,15 +300,29 @@ absl::StatusOr<void*> BindEvent(const RegionRegistry& registry, const std::strin
   }
   void* event = (*lease)->cuda_event();
   binding.leases.push_back(*std::move(lease));
+  binding.names.push_back(name);
   return event;
 }
 
 }  // namespace
 
+absl::Status CheckNoFaults(const RegionBinding& binding) {
+  for (size_t i = 0; i < binding.leases.size(); ++i) {
+    if (binding.leases[i]->poisoned()) {
+      return absl::DataLossError(absl::StrCat(
+          "region '", binding.names[i],
+          "': the shared-memory object shrank while the server read or wrote it; the request "
+          "is void and the region is poisoned (unregister it)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContext* context,
                                                       const RawSelectRequest& raw,
                                                       const RowSource* inline_rows,
-                                                      RegionBinding& binding) const {
+                                                      RegionBinding& binding,
+                                                      SessionCache* cache) const {
   if (absl::Status s = CheckAllowed(context); !s.ok()) return s;
   const v1::SelectRequest& message = raw.by_reference;
   const RequestLimits& limits = engine_->limits();
@@ -325,7 +337,18 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
                     .options = SelectOptions{.sorted = raw.options.sorted(),
                                              .deterministic = raw.options.deterministic()},
                     .return_values = raw.options.return_values()};
-  Binder binder(registry_, message.session_id(), binding, served_gpus_.empty());
+  // The session once per request (or once per stream, from its cache); its
+  // regions under its own reader lock.
+  absl::StatusOr<std::shared_ptr<const SessionRegions>> session;
+  if (cache != nullptr && cache->regions != nullptr && !cache->regions->closed() &&
+      cache->id == message.session_id()) {
+    session = cache->regions;
+  } else {
+    session = registry_.Find(message.session_id());
+    if (!session.ok()) return session.status();
+    if (cache != nullptr) *cache = SessionCache{.id = message.session_id(), .regions = *session};
+  }
+  Binder binder(**session, binding, served_gpus_.empty());
   if (message.rows_case() == v1::SelectRequest::kRegionRows) {
     if (absl::Status s = BindRows(message.region_rows(), limits, binder, binding, input); !s.ok()) {
       return s;
@@ -358,15 +381,13 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
     }
     if (!ordering.wait_event().empty()) {
       absl::StatusOr<void*> event =
-          BindEvent(registry_, message.session_id(), ordering.wait_event(), "ordering.wait_event",
-                    device, binding);
+          BindEvent(**session, ordering.wait_event(), "ordering.wait_event", device, binding);
       if (!event.ok()) return event.status();
       input.ordering.wait = *event;
     }
     if (!ordering.record_event().empty()) {
       absl::StatusOr<void*> event =
-          BindEvent(registry_, message.session_id(), ordering.record_event(),
-                    "ordering.record_event", device, binding);
+          BindEvent(**session, ordering.record_event(), "ordering.record_event", device, binding);
       if (!event.ok()) return event.status();
       input.ordering.record = *event;
     }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "server/transport/raw_messages.h"
 #include "server/transport/select_reactors.h"
 #include "spdlog/spdlog.h"
 
@@ -44,11 +45,14 @@ bool IsLocalPeer(absl::string_view peer) {
 // the client cancels it, its connection drops, or the server shuts down.
 // It owns itself through `self_` until OnDone, so EndSessions can keep one
 // alive (a shared_ptr from the service's weak set) while it ends it.
-class RegionService::SessionReactor final : public grpc::ServerWriteReactor<v1::SessionEvent>,
+class RegionService::SessionReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                                             public std::enable_shared_from_this<SessionReactor> {
  public:
   SessionReactor(RegionService* service, std::string id) : service_(service), id_(std::move(id)) {
-    event_.set_session_id(id_);
+    v1::SessionEvent event;
+    event.set_session_id(id_);
+    // A 32-character id always serializes.
+    (void)SerializeMessage(event, event_);
   }
 
   void Start(std::shared_ptr<SessionReactor> self) {
@@ -79,7 +83,7 @@ class RegionService::SessionReactor final : public grpc::ServerWriteReactor<v1::
  private:
   RegionService* service_;
   std::string id_;
-  v1::SessionEvent event_;
+  grpc::ByteBuffer event_;  // the serialized SessionEvent
   std::atomic<bool> ended_{false};
   std::shared_ptr<SessionReactor> self_;
 };
@@ -108,17 +112,21 @@ absl::Status RegionService::CheckAllowed(grpc::CallbackServerContext* context) c
   return absl::OkStatus();
 }
 
-grpc::ServerWriteReactor<v1::SessionEvent>* RegionService::OpenSession(
-    grpc::CallbackServerContext* context) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* RegionService::OpenSession(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request, absl::Status& refused) {
+  absl::Status allowed = CheckAllowed(context);
+  v1::OpenSessionRequest parsed;
+  if (allowed.ok()) allowed = ParseMessage(*request, parsed);
   absl::StatusOr<std::string> id =
-      CheckAllowed(context).ok() ? registry_.OpenSession() : CheckAllowed(context);
+      allowed.ok() ? registry_.OpenSession() : absl::StatusOr<std::string>(allowed);
   if (!id.ok()) {
     // A reactor that only fails.
-    class Refusal final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+    class Refusal final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
      public:
       explicit Refusal(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
       void OnDone() override { delete this; }
     };
+    refused = id.status();
     return new Refusal(id.status());
   }
   auto session = std::make_shared<SessionReactor>(this, *id);

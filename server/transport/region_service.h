@@ -14,6 +14,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -45,13 +46,31 @@ bool IsLocalPeer(absl::string_view peer);
 // What a Select by reference holds while it runs: leases on its regions
 // (so unregistering them waits), and the host copies of its lengths and
 // row offsets (so the client cannot change them after they were checked).
+//
+// Inline capacity for the common request (rows, output, a few events; up to
+// 64 rows) so that binding one allocates nothing.
 struct RegionBinding {
-  std::vector<RegionLease> leases;
+  absl::InlinedVector<RegionLease, 6> leases;
+  // leases[i]'s name, in the request's message (which outlives the binding).
+  absl::InlinedVector<absl::string_view, 6> names;
   std::optional<RegionRows> rows;
-  std::vector<int32_t> lengths;
-  std::vector<int64_t> row_offsets;
+  absl::InlinedVector<int32_t, 64> lengths;
+  absl::InlinedVector<int64_t, 64> row_offsets;
   OutputTarget output;
 };
+
+// A stream's last resolved session: a pipeline's requests name the same
+// session, so after the first they skip the registry's lock. Used by one
+// thread at a time (the stream's reads are sequential).
+struct SessionCache {
+  std::string id;
+  std::shared_ptr<const SessionRegions> regions;
+};
+
+// After the request's reads and writes: DATA_LOSS naming the region when
+// one of them faulted (its memory shrank under the server; what the request
+// read from it may be zeros, what it wrote is lost).
+absl::Status CheckNoFaults(const RegionBinding& binding);
 
 class RegionService {
  public:
@@ -61,7 +80,11 @@ class RegionService {
   RegionService(const RegionService&) = delete;
   RegionService& operator=(const RegionService&) = delete;
 
-  grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(grpc::CallbackServerContext* context);
+  // `request`: the serialized OpenSessionRequest (refused when it is not
+  // one). `refused`: why the returned reactor only fails, else OK.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* OpenSession(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request,
+                                                          absl::Status& refused);
   grpc::Status Register(grpc::CallbackServerContext* context,
                         const v1::RegisterRegionRequest& request,
                         v1::RegisterRegionResponse& response);
@@ -75,9 +98,11 @@ class RegionService {
   // decoded in full in raw.by_reference); its inline rows, when only the
   // output is by reference, are `inline_rows`. On success the returned
   // input points into `binding` and `raw`, which must outlive the job.
+  // `cache`: optional, the calling stream's last session.
   absl::StatusOr<SelectInput> BindSelect(grpc::CallbackServerContext* context,
                                          const RawSelectRequest& raw, const RowSource* inline_rows,
-                                         RegionBinding& binding) const;
+                                         RegionBinding& binding,
+                                         SessionCache* cache = nullptr) const;
 
   // Ends every open session stream (shutdown: they would otherwise hold the
   // drain until its deadline). Requests in flight keep their leases.

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "server/engine/clock.h"
 #include "server/transport/raw_messages.h"
-#include "server/transport/raw_select.h"
+#include "server/transport/select_common.h"
 #include "server/transport/validate.h"
 #include "spdlog/spdlog.h"
 
@@ -20,77 +20,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the wire format is little-endian; a big-endian host needs byte swaps here");
 
-// How one call ended: what its reactor counts, once.
-struct Outcome {
-  absl::StatusCode code = absl::StatusCode::kOk;
-  int64_t rows = 0;
-  int64_t bytes_out = 0;
-  SelectTimings timings;
-  int64_t total_us = 0;
-};
-
-void Record(const SelectContext& select, const Outcome& outcome) {
-  if (outcome.code != absl::StatusCode::kOk) {
-    select.metrics->OnError(outcome.code);
-    return;
-  }
-  select.metrics->OnSuccess(outcome.rows, outcome.bytes_out, outcome.timings.queue_us,
-                            outcome.timings.device_us, outcome.total_us);
-}
-
-// Logs a failed request (debug), notes its code in `outcome` and produces its
-// RPC status. A device failure that left no usable device is reported once
-// more, for health.
-grpc::Status Fail(const SelectContext& select, const absl::Status& status,
-                  const std::string& request_id, Outcome& outcome) {
-  spdlog::debug("select{} failed: {}", request_id.empty() ? "" : " " + request_id,
-                status.ToString());
-  outcome.code = status.code();
-  if (absl::IsUnavailable(status) && !select.engine->usable() && select.on_no_usable_device) {
-    select.on_no_usable_device();
-  }
-  return ToGrpcStatus(status);
-}
-
-// What both reactors do when the engine is done with their job: encode,
-// refuse an answer gRPC could not send, and produce the RPC's status.
-grpc::Status FinishSelect(const SelectContext& select, const absl::Status& status,
-                          const SelectOutput& output, const SelectInput& input, int64_t start_us,
-                          const std::string& request_id, v1::SelectResponse& response,
-                          Outcome& outcome) {
-  if (!status.ok()) return Fail(select, status, request_id, outcome);
-  const int64_t rows = RowCount(input);
-  const int64_t bytes_out =
-      EncodeResponse(output, input.k, rows, SteadyNowUs() - start_us, response);
-  response.set_request_id(request_id);
-  const auto size = static_cast<int64_t>(response.ByteSizeLong());
-  if (select.max_send_message_bytes > 0 && size > select.max_send_message_bytes) {
-    response.Clear();
-    return Fail(select,
-                absl::ResourceExhaustedError(absl::StrCat(
-                    "response: ", size, " bytes (", rows, " rows x k = ", input.k,
-                    input.return_values ? " x 8 with values" : " x 4",
-                    ") exceed --max_send_message_bytes = ", select.max_send_message_bytes,
-                    "; send fewer rows per request or a smaller k")),
-                request_id, outcome);
-  }
-  outcome = Outcome{.rows = rows,
-                    .bytes_out = bytes_out,
-                    .timings = output.timings,
-                    .total_us = response.timings().total_us()};
-  spdlog::debug("select{} ok: {} rows, k = {}, {} us (queue {}, device {})",
-                request_id.empty() ? "" : " " + request_id, rows, input.k, outcome.total_us,
-                output.timings.queue_us, output.timings.device_us);
-  return grpc::Status::OK;
-}
-
 SelectOptions ToOptions(const v1::SelectOptions& options) {
   return SelectOptions{.sorted = options.sorted(), .deterministic = options.deterministic()};
-}
-
-absl::Status ClientGone() {
-  return absl::CancelledError(
-      "the client cancelled the call or its deadline passed before the request arrived");
 }
 
 class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
@@ -120,45 +51,21 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
       return;
     }
     reserved_bytes_ = bytes;
-    const RequestLimits& limits = select_.engine->limits();
-    // The decoder stores at most max_rows + 1 lengths: enough to refuse.
-    absl::Status parsed = ParseRawSelect(*request_, static_cast<size_t>(limits.max_rows), raw_);
-    select_.metrics->OnBytesIn(raw_.scores_size);
-    if (!parsed.ok()) {
-      FailNow(parsed);
+    if (absl::Status prepared = PrepareSelect(select_, context_, request_, prepared_);
+        !prepared.ok()) {
+      FailNow(prepared);
       return;
     }
-    if (raw_.references_regions) {
-      StartByReference();
-      return;
-    }
-    if (!raw_.has_inline_rows) {
-      FailNow(absl::InvalidArgumentError("rows: no rows given (set inline_rows)"));
-      return;
-    }
-    absl::StatusOr<int32_t> longest = ValidateSelect(raw_.k, raw_.num_lengths, raw_.lengths,
-                                                     static_cast<size_t>(raw_.scores_size), limits);
-    if (!longest.ok()) {
-      FailNow(longest.status());
-      return;
-    }
-    // The scores stay in gRPC's receive buffer; the backend copies them once.
-    rows_.emplace(request_, raw_.scores_offset, raw_.scores_size);
-    input_ = SelectInput{.k = raw_.k,
-                         .options = ToOptions(raw_.options),
-                         .return_values = raw_.options.return_values(),
-                         .lengths = raw_.lengths,
-                         .rows = &*rows_,
-                         .max_length = *longest};
     select_.engine->Submit(this);  // `this` may be gone once Submit returns
   }
 
-  const SelectInput& input() const override { return input_; }
+  const SelectInput& input() const override { return prepared_.input; }
   bool IsCancelled() const override { return context_->IsCancelled(); }
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
-    grpc::Status result = FinishSelect(select_, status, output, input_, start_us_, raw_.request_id,
-                                       message_, outcome_);
+    grpc::Status result =
+        FinishSelect(select_, status.ok() ? CheckNoFaults(prepared_.regions) : status, output,
+                     prepared_.input, start_us_, prepared_.raw.request_id, message_, outcome_);
     if (result.ok()) result = ToGrpcStatus(SerializeMessage(message_, *response_));
     Record(select_, outcome_);  // before the client can see the answer
     Finish(result);
@@ -171,22 +78,8 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   }
 
  private:
-  // Rows, lengths or output in regions: bound (and checked) by the region
-  // service; the job then holds leases on them until it is done.
-  void StartByReference() {
-    if (raw_.has_inline_rows) rows_.emplace(request_, raw_.scores_offset, raw_.scores_size);
-    absl::StatusOr<SelectInput> input = select_.regions->BindSelect(
-        context_, raw_, rows_.has_value() ? &*rows_ : nullptr, regions_);
-    if (!input.ok()) {
-      FailNow(input.status());
-      return;
-    }
-    input_ = *input;
-    select_.engine->Submit(this);  // `this` may be gone once Submit returns
-  }
-
   void FailNow(const absl::Status& status) {
-    const grpc::Status result = Fail(select_, status, raw_.request_id, outcome_);
+    const grpc::Status result = Fail(select_, status, prepared_.raw.request_id, outcome_);
     Record(select_, outcome_);
     Finish(result);
   }
@@ -197,11 +90,8 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   grpc::ByteBuffer* response_;
   bool began_ = false;
   int64_t reserved_bytes_ = 0;
-  RawSelectRequest raw_;
-  std::optional<ByteBufferRows> rows_;
-  RegionBinding regions_;
+  PreparedSelect prepared_;
   v1::SelectResponse message_;
-  SelectInput input_;
   Outcome outcome_;
   int64_t start_us_ = 0;
 };

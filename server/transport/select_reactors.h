@@ -30,6 +30,10 @@ struct SelectContext {
   std::function<void()> on_no_usable_device;
   // Binds requests that name regions.
   const RegionService* regions = nullptr;
+  // SelectPipeline: requests of one stream in flight at once; past it the
+  // server stops reading the stream until one is answered (the client's
+  // writes then wait on gRPC's flow control).
+  int max_pipelined = 64;
 };
 
 // Encodes `output` into `response` (LE int32 indices, optional values,

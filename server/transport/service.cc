@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "server/transport/raw_messages.h"
+#include "server/transport/select_pipeline.h"
 
 namespace topk::server {
 
@@ -55,6 +56,11 @@ grpc::ServerUnaryReactor* TopKService::Select(grpc::CallbackServerContext* conte
 grpc::ServerReadReactor<grpc::ByteBuffer>* TopKService::SelectStream(
     grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return StartStreamSelect(select_, context, response);
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TopKService::SelectPipeline(
+    grpc::CallbackServerContext* context) {
+  return StartPipelineSelect(select_, context);
 }
 
 grpc::ServerUnaryReactor* TopKService::GetServerInfo(grpc::CallbackServerContext* context,
@@ -131,33 +137,68 @@ grpc::ServerUnaryReactor* TopKService::Echo(grpc::CallbackServerContext* context
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::SessionEvent>* TopKService::OpenSession(
-    grpc::CallbackServerContext* context, const v1::OpenSessionRequest* /*request*/) {
-  return regions_.OpenSession(context);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* TopKService::OpenSession(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
+  absl::Status refused;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* reactor =
+      regions_.OpenSession(context, request, refused);
+  if (!refused.ok()) metrics_->OnRegionRpcError(refused.code());
+  return reactor;
 }
 
-grpc::ServerUnaryReactor* TopKService::RegisterRegion(grpc::CallbackServerContext* context,
-                                                      const v1::RegisterRegionRequest* request,
-                                                      v1::RegisterRegionResponse* response) {
+namespace {
+
+// The region RPCs: parsed here (INVALID_ARGUMENT naming the message when the
+// bytes are not one), served by the region service.
+// Refusals are counted (topk_region_rpc_errors_total).
+template <typename Request, typename Response, typename Serve>
+grpc::ServerUnaryReactor* ServeRegionRpc(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer& request,
+                                         grpc::ByteBuffer& response, Metrics& metrics,
+                                         Serve serve) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(regions_.Register(context, *request, *response));
+  Request parsed;
+  if (absl::Status valid = ParseMessage(request, parsed); !valid.ok()) {
+    metrics.OnRegionRpcError(valid.code());
+    reactor->Finish(ToGrpcStatus(valid));
+    return reactor;
+  }
+  Response answer;
+  const grpc::Status status = serve(parsed, answer);
+  if (!status.ok()) {
+    metrics.OnRegionRpcError(static_cast<absl::StatusCode>(status.error_code()));
+    reactor->Finish(status);
+    return reactor;
+  }
+  FinishWith(answer, response, reactor);
   return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* TopKService::RegisterRegion(grpc::CallbackServerContext* context,
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
+  return ServeRegionRpc<v1::RegisterRegionRequest, v1::RegisterRegionResponse>(
+      context, *request, *response, *metrics_,
+      [&](const auto& parsed, auto& answer) { return regions_.Register(context, parsed, answer); });
 }
 
 grpc::ServerUnaryReactor* TopKService::UnregisterRegion(grpc::CallbackServerContext* context,
-                                                        const v1::UnregisterRegionRequest* request,
-                                                        v1::UnregisterRegionResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(regions_.Unregister(context, *request, *response));
-  return reactor;
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  return ServeRegionRpc<v1::UnregisterRegionRequest, v1::UnregisterRegionResponse>(
+      context, *request, *response, *metrics_, [&](const auto& parsed, auto& answer) {
+        return regions_.Unregister(context, parsed, answer);
+      });
 }
 
 grpc::ServerUnaryReactor* TopKService::ListRegions(grpc::CallbackServerContext* context,
-                                                   const v1::ListRegionsRequest* request,
-                                                   v1::ListRegionsResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(regions_.List(context, *request, *response));
-  return reactor;
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return ServeRegionRpc<v1::ListRegionsRequest, v1::ListRegionsResponse>(
+      context, *request, *response, *metrics_,
+      [&](const auto& parsed, auto& answer) { return regions_.List(context, parsed, answer); });
 }
 
 }  // namespace topk::server

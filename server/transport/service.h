@@ -32,11 +32,15 @@ struct ServiceConfig {
 // bytes are copied once, by the worker, instead of first by protobuf's
 // decoder; the others so a request that does not parse gets INVALID_ARGUMENT
 // saying so (gRPC's generated handlers answer a bare UNIMPLEMENTED, or end a
-// stream cleanly at a corrupt chunk).
-using RawTopKService =
-    v1::TopK::WithRawCallbackMethod_Select<v1::TopK::WithRawCallbackMethod_SelectStream<
+// stream cleanly at a corrupt chunk). With every method raw the base is the
+// plain Service: its typed callback twin of SelectPipeline would clash.
+using RawTopKService = v1::TopK::WithRawCallbackMethod_Select<
+    v1::TopK::WithRawCallbackMethod_SelectStream<v1::TopK::WithRawCallbackMethod_SelectPipeline<
         v1::TopK::WithRawCallbackMethod_GetServerInfo<v1::TopK::WithRawCallbackMethod_GetStats<
-            v1::TopK::WithRawCallbackMethod_Echo<v1::TopK::CallbackService>>>>>;
+            v1::TopK::WithRawCallbackMethod_Echo<v1::TopK::WithRawCallbackMethod_OpenSession<
+                v1::TopK::WithRawCallbackMethod_RegisterRegion<
+                    v1::TopK::WithRawCallbackMethod_UnregisterRegion<
+                        v1::TopK::WithRawCallbackMethod_ListRegions<v1::TopK::Service>>>>>>>>>>;
 
 class TopKService final : public RawTopKService {
  public:
@@ -47,6 +51,8 @@ class TopKService final : public RawTopKService {
                                    grpc::ByteBuffer* response) override;
   grpc::ServerReadReactor<grpc::ByteBuffer>* SelectStream(grpc::CallbackServerContext* context,
                                                           grpc::ByteBuffer* response) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* SelectPipeline(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
@@ -57,17 +63,17 @@ class TopKService final : public RawTopKService {
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
 
-  grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
-      grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* OpenSession(grpc::CallbackServerContext* context,
+                                                          const grpc::ByteBuffer* request) override;
   grpc::ServerUnaryReactor* RegisterRegion(grpc::CallbackServerContext* context,
-                                           const v1::RegisterRegionRequest* request,
-                                           v1::RegisterRegionResponse* response) override;
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* UnregisterRegion(grpc::CallbackServerContext* context,
-                                             const v1::UnregisterRegionRequest* request,
-                                             v1::UnregisterRegionResponse* response) override;
+                                             const grpc::ByteBuffer* request,
+                                             grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
-                                        const v1::ListRegionsRequest* request,
-                                        v1::ListRegionsResponse* response) override;
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
   // Ends the region sessions (before the server drains).
   void EndSessions() { regions_.EndSessions(); }

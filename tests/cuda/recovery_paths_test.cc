@@ -40,7 +40,7 @@ TEST_P(RecoveryPathTest, StridePeriodicRowsRescueAndRecover) {
       spec.rows = 64;
       spec.width = 200000;
       spec.sample_stride = 64;
-      const ScoreMatrix m = testing::Generate(spec);
+      const ScoreMatrix m = Gen(spec);
       Plan plan;
       const std::string what =
           std::string(split ? "kv-split" : "persistent") + " run " + std::to_string(run);
@@ -68,7 +68,7 @@ TEST_P(RecoveryPathTest, StridePeriodicRowsRescueAndRecover) {
 // one CTA (band, then exact recovery) and stays exact.
 TEST_P(RecoveryPathTest, KvSplitUnderfillFallsBackToOneCta) {
   // The KV-split kernel runs 512 threads whatever the persistent variant.
-  if (GetParam() == 4) GTEST_SKIP() << "KV-split: one variant";
+  if (Ctas() == 4) GTEST_SKIP() << "KV-split: one variant";
   CudaSelectorConfig c = KvSplitConfig();
   c.sample_run = 1;
   auto sel = Make(c);
@@ -78,7 +78,7 @@ TEST_P(RecoveryPathTest, KvSplitUnderfillFallsBackToOneCta) {
   spec.rows = 8;
   spec.width = 200000;
   spec.sample_stride = 64;
-  const ScoreMatrix m = testing::Generate(spec);
+  const ScoreMatrix m = Gen(spec);
   for (bool deterministic : {false, true}) {
     SelectOptions o;
     o.deterministic = deterministic;
@@ -114,7 +114,7 @@ TEST_P(RecoveryPathTest, DegenerateLongRowsRescan) {
       spec.distribution = d;
       spec.rows = 3;
       spec.width = 1 << 20;
-      const ScoreMatrix m = testing::Generate(spec);
+      const ScoreMatrix m = Gen(spec);
       SelectOptions o;
       o.deterministic = true;
       const std::string what =
@@ -138,14 +138,17 @@ TEST_P(RecoveryPathTest, WarpSegmentOverflowToGlobalSlice) {
   spec.rows = 6;
   spec.width = 262144;
   spec.seed = 4242;
-  ScoreMatrix m = testing::Generate(spec);
+  ScoreMatrix fp32 = testing::Generate(spec);
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> big(100.f, 200.f);
-  for (int64_t r = 0; r < m.rows; ++r) {
-    for (int64_t p = 0; p < m.width; ++p) {
-      if (p % 2048 < 128) m.scores[r * m.pitch + p] = big(rng);
+  for (int64_t r = 0; r < fp32.rows; ++r) {
+    for (int64_t p = 0; p < fp32.width; ++p) {
+      if (p % 2048 < 128) fp32.scores[r * fp32.pitch + p] = big(rng);
     }
   }
+  // 16-bit rows: 8 values per load, so the large values land in warp 0's
+  // and warp 8's chunks; both segments overflow just the same.
+  const ScoreMatrix m = Typed(std::move(fp32));
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
   auto sampled = Make(no_split);
@@ -166,7 +169,9 @@ TEST_P(RecoveryPathTest, WarpSegmentOverflowToGlobalSlice) {
 // Refinement starts below the key bits every candidate shares: rows whose
 // values differ only in their low 12 bits (two key levels: 11 + 1 bits) or 8
 // bits (capped at one 11-bit key level; heavy ties), on both kernels, all
-// modes, bit-identical to the reference in deterministic mode.
+// modes, bit-identical to the reference in deterministic mode. 16-bit rows:
+// the low 10 or 6 bits of the 16-bit pattern (their keys differ above bit
+// 16 or 13 of the widened key).
 TEST_P(RecoveryPathTest, NarrowValueRangesShareKeyPrefixes) {
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
@@ -175,11 +180,16 @@ TEST_P(RecoveryPathTest, NarrowValueRangesShareKeyPrefixes) {
     spec.rows = 8;
     spec.width = 100000;
     spec.seed = 31 + low_bits;
-    ScoreMatrix m = testing::Generate(spec);
+    ScoreMatrix m = Typed(testing::Generate(spec));
     std::mt19937 rng(low_bits);
     for (float& x : m.scores) {
       const uint32_t bits = 0x447A0000u + (rng() & ((1u << low_bits) - 1u));  // 1000.0f + ulps
       std::memcpy(&x, &bits, sizeof(x));
+    }
+    // 1000.0 in BF16 and FP16, plus units of the last place.
+    const uint32_t base16 = Dtype() == ScoreType::kBFloat16 ? 0x447Au : 0x63D0u;
+    for (uint16_t& h : m.scores16) {
+      h = static_cast<uint16_t>(base16 + (rng() & ((1u << (low_bits - 2)) - 1u)));
     }
     for (bool split : {true, false}) {
       auto sel = split ? Make() : Make(no_split);
@@ -197,7 +207,7 @@ TEST_P(RecoveryPathTest, NarrowValueRangesShareKeyPrefixes) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelVariants, RecoveryPathTest, ::testing::Values(2, 4), VariantName);
+INSTANTIATE_TEST_SUITE_P(KernelVariants, RecoveryPathTest, AllVariantsAllTypes(), VariantName);
 
 }  // namespace
 }  // namespace topk::cuda_test

@@ -2,7 +2,8 @@
 // without a device), uploads of generated matrices, one run on a garbage
 // workspace with the row counters and route statistics read back, and the
 // graph-replay checker. The parameter is the persistent kernel variant
-// (ctas_per_sm_target 2 = 512 threads x 2 CTAs/SM, 4 = 256 x 4).
+// (ctas_per_sm_target 2 = 512 threads x 2 CTAs/SM, 4 = 256 x 4) and the score
+// type of the rows (FP32, BF16, FP16): every suite runs on all three.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "topk/contract.h"
@@ -24,6 +26,7 @@
 #include "topk/cuda_selector.h"
 #include "topk/testing/generators.h"
 #include "topk/testing/reference.h"
+#include "topk/testing/score_types.h"
 #include "topk/testing/verifier.h"
 #include "topk/topk_c.h"
 
@@ -56,9 +59,9 @@ inline bool HaveDevice(std::string* why) {
   return true;
 }
 
-// A host matrix mirrored on the device.
+// A host matrix (of any score type) mirrored on the device.
 struct DeviceMatrix {
-  DeviceBuffer<float> scores;
+  DeviceBuffer<uint8_t> scores;
   DeviceBuffer<int32_t> lengths;
   DeviceBuffer<int64_t> offsets;
   RowBatch batch;  // device pointers
@@ -66,7 +69,9 @@ struct DeviceMatrix {
 
 inline absl::StatusOr<DeviceMatrix> Upload(const ScoreMatrix& m) {
   DeviceMatrix d;
-  auto s = cuda::AllocateDevice<float>(m.scores.size() + 4);
+  const bool wide = m.dtype == ScoreType::kFloat32;
+  const size_t bytes = wide ? m.scores.size() * sizeof(float) : m.scores16.size() * 2;
+  auto s = cuda::AllocateDevice<uint8_t>(bytes + 16);
   if (!s.ok()) return s.status();
   d.scores = std::move(*s);
   auto l = cuda::AllocateDevice<int32_t>(m.lengths.size() + 1);
@@ -75,8 +80,9 @@ inline absl::StatusOr<DeviceMatrix> Upload(const ScoreMatrix& m) {
   auto o = cuda::AllocateDevice<int64_t>(m.row_offsets.size() + 1);
   if (!o.ok()) return o.status();
   d.offsets = std::move(*o);
-  TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.scores.get(), m.scores.data(),
-                                       m.scores.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const void* host = wide ? static_cast<const void*>(m.scores.data())
+                          : static_cast<const void*>(m.scores16.data());
+  TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.scores.get(), host, bytes, cudaMemcpyHostToDevice));
   TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpy(d.lengths.get(), m.lengths.data(),
                                        m.lengths.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   if (!m.row_offsets.empty()) {
@@ -85,17 +91,61 @@ inline absl::StatusOr<DeviceMatrix> Upload(const ScoreMatrix& m) {
                                          cudaMemcpyHostToDevice));
   }
   d.batch = m.batch();
-  d.batch.scores = d.scores.get();
+  if (wide) {
+    d.batch.scores = reinterpret_cast<const float*>(d.scores.get());
+  } else {
+    d.batch.scores16 = reinterpret_cast<const uint16_t*>(d.scores.get());
+  }
   d.batch.lengths = d.lengths.get();
   d.batch.row_offsets = m.row_offsets.empty() ? nullptr : d.offsets.get();
   return d;
 }
 
-class CudaSelectorTest : public ::testing::TestWithParam<int> {
+// Writes the FP32 value x at element pos of m, rounded to m's type.
+inline void SetScore(ScoreMatrix& m, int64_t pos, float x) {
+  if (m.dtype == ScoreType::kFloat32) {
+    m.scores[pos] = x;
+  } else {
+    m.scores16[pos] = testing::NarrowScore(x, m.dtype);
+  }
+}
+
+// Row r of m alone, as a one-row batch.
+inline RowBatch OneRow(const ScoreMatrix& m, int64_t r) {
+  RowBatch one = m.batch();
+  one.num_rows = 1;
+  one.layout = Layout::kPitched;
+  one.row_offsets = nullptr;
+  one.pitch = m.width;
+  if (m.dtype == ScoreType::kFloat32) {
+    one.scores = m.batch().row(r);
+  } else {
+    one.scores16 = m.batch().row16(r);
+  }
+  one.lengths = m.lengths.data() + r;
+  return one;
+}
+
+// (persistent kernel variant: ctas_per_sm_target, score type).
+using SelectorParam = std::tuple<int, ScoreType>;
+
+class CudaSelectorTest : public ::testing::TestWithParam<SelectorParam> {
  protected:
   void SetUp() override {
     std::string why;
     if (!HaveDevice(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+  }
+
+  int Ctas() const { return std::get<0>(GetParam()); }
+  ScoreType Dtype() const { return std::get<1>(GetParam()); }
+  // A generated matrix of the test's score type.
+  ScoreMatrix Gen(GeneratorSpec spec) const {
+    spec.dtype = Dtype();
+    return testing::Generate(spec);
+  }
+  // A hand-built or edited FP32 matrix rounded to the test's score type.
+  ScoreMatrix Typed(ScoreMatrix m, bool keep_subnormals = false) const {
+    return testing::NarrowTo(std::move(m), Dtype(), keep_subnormals);
   }
 
   // Runs `m` with a fresh workspace full of garbage and a poisoned output;
@@ -104,8 +154,8 @@ class CudaSelectorTest : public ::testing::TestWithParam<int> {
              std::vector<int32_t>* out, std::vector<RowStatus>* status, Plan* plan_out = nullptr) {
     auto dm = Upload(m);
     ASSERT_TRUE(dm.ok()) << dm.status();
-    auto plan =
-        sel.MakePlan(ProblemShape{k, std::max<int64_t>(m.rows, 1), m.width, m.layout}, opts);
+    auto plan = sel.MakePlan(
+        ProblemShape{k, std::max<int64_t>(m.rows, 1), m.width, m.layout, m.dtype}, opts);
     ASSERT_TRUE(plan.ok()) << plan.status();
     if (plan_out) *plan_out = *plan;
     auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
@@ -161,7 +211,7 @@ class CudaSelectorTest : public ::testing::TestWithParam<int> {
   // The kernel variant under test is the parameter; TOPK_TEST_PREFETCH=1 runs
   // with the L2 prefetch on (off by default).
   std::unique_ptr<CudaSelector> Make(CudaSelectorConfig c = {}) {
-    c.ctas_per_sm_target = GetParam();
+    c.ctas_per_sm_target = Ctas();
     if (std::getenv("TOPK_TEST_PREFETCH")) c.l2_prefetch = true;
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
@@ -196,6 +246,8 @@ inline void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& pla
   auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());
   ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
+  // The replays run on a non-blocking stream, unordered with this memset.
+  ASSERT_CUDA(cudaDeviceSynchronize());
   auto stream = cuda::CreateStream();
   ASSERT_TRUE(stream.ok());
   RunContext ctx{ws->get(), ws->bytes(), stream->get()};
@@ -208,6 +260,7 @@ inline void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& pla
     spec.width = width;
     spec.lengths = LengthPattern::kRandom;
     spec.seed = seed_base + ++seed;
+    spec.dtype = plan->shape.dtype;
     const ScoreMatrix m = testing::Generate(spec);
     auto dm = Upload(m);
     ASSERT_TRUE(dm.ok());
@@ -216,6 +269,8 @@ inline void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& pla
     auto dout = cuda::AllocateDevice<int32_t>(cap * k);
     ASSERT_TRUE(dout.ok());
     ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
+    // The replays run on a non-blocking stream, unordered with this memset.
+    ASSERT_CUDA(cudaDeviceSynchronize());
     ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
     ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
     std::vector<int32_t> out(cap * k);
@@ -233,8 +288,14 @@ inline void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& pla
   }
 }
 
-inline std::string VariantName(const ::testing::TestParamInfo<int>& info) {
-  return info.param == 4 ? std::string("Cta4x256") : "Cta2x512";
+inline std::string VariantName(const ::testing::TestParamInfo<SelectorParam>& info) {
+  return std::string(std::get<0>(info.param) == 4 ? "Cta4x256_" : "Cta2x512_") +
+         std::string(ScoreTypeName(std::get<1>(info.param)));
+}
+
+// Both persistent kernel variants on every score type.
+inline auto AllVariantsAllTypes() {
+  return ::testing::Combine(::testing::Values(2, 4), ::testing::ValuesIn(kAllScoreTypes));
 }
 
 }  // namespace topk::cuda_test

@@ -31,7 +31,7 @@ TEST_P(CudaSelectorTest, EveryGeneratorEveryK) {
       spec.width = k > 4096 ? 90000 : 60000;
       spec.k = k;
       spec.seed = 1000 + k;
-      const ScoreMatrix m = testing::Generate(spec);
+      const ScoreMatrix m = Gen(spec);
       const std::string what =
           std::string(testing::DistributionName(d)) + " k=" + std::to_string(k);
       SelectOptions opts;
@@ -57,11 +57,11 @@ TEST_P(CudaSelectorTest, EdgeLengthsBothLayouts) {
       spec.k = k;
       spec.seed = 7 + k;
       spec.padding = std::numeric_limits<float>::quiet_NaN();
-      Check(*sel, testing::Generate(spec), k, {}, "edges nan-padding k=" + std::to_string(k));
+      Check(*sel, Gen(spec), k, {}, "edges nan-padding k=" + std::to_string(k));
       spec.padding = 1e9f;
       SelectOptions sorted;
       sorted.sorted = true;
-      Check(*sel, testing::Generate(spec), k, sorted, "edges sorted k=" + std::to_string(k));
+      Check(*sel, Gen(spec), k, sorted, "edges sorted k=" + std::to_string(k));
       if (HasFatalFailure()) return;
     }
   }
@@ -80,7 +80,7 @@ TEST_P(CudaSelectorTest, WideRowsSampledRouteAllModes) {
     spec.rows = 40;
     spec.width = 300000;
     spec.seed = 99;
-    const ScoreMatrix m = testing::Generate(spec);
+    const ScoreMatrix m = Gen(spec);
     for (int mode = 0; mode < 4; ++mode) {
       SelectOptions o;
       o.sorted = mode & 1;
@@ -97,7 +97,7 @@ TEST_P(CudaSelectorTest, WideRowsSampledRouteAllModes) {
 
 TEST_P(CudaSelectorTest, KvSplitAllModes) {
   // The KV-split kernel runs 512 threads whatever the persistent variant.
-  if (GetParam() == 4) GTEST_SKIP() << "KV-split: one variant";
+  if (Ctas() == 4) GTEST_SKIP() << "KV-split: one variant";
   auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   for (int64_t rows : {1, 8, 64}) {
@@ -111,7 +111,7 @@ TEST_P(CudaSelectorTest, KvSplitAllModes) {
       spec.width = rows == 64 ? 100000 : 300001;
       spec.layout = rows == 8 ? Layout::kPacked : Layout::kPitched;
       spec.seed = 77 + rows;
-      const ScoreMatrix m = testing::Generate(spec);
+      const ScoreMatrix m = Gen(spec);
       for (int mode = 0; mode < 4; ++mode) {
         SelectOptions o;
         o.sorted = mode & 1;
@@ -137,8 +137,8 @@ TEST_P(CudaSelectorTest, KvSplitAllModes) {
   GeneratorSpec spec;
   spec.rows = 4;
   spec.width = 200000;
-  ScoreMatrix m = testing::Generate(spec);
-  m.scores[2 * m.pitch + 150000] = std::numeric_limits<float>::quiet_NaN();
+  ScoreMatrix m = Gen(spec);
+  SetScore(m, 2 * m.pitch + 150000, std::numeric_limits<float>::quiet_NaN());
   std::vector<int32_t> out;
   std::vector<RowStatus> status;
   RunOn(*sel, m, 2048, {}, &out, &status);
@@ -149,16 +149,18 @@ TEST_P(CudaSelectorTest, KvSplitAllModes) {
 
 TEST_P(CudaSelectorTest, KvSplitGraphReplay) {
   // The KV-split kernel runs 512 threads whatever the persistent variant.
-  if (GetParam() == 4) GTEST_SKIP() << "KV-split: one variant";
+  if (Ctas() == 4) GTEST_SKIP() << "KV-split: one variant";
   auto sel = Make(KvSplitConfig());
   ASSERT_NE(sel, nullptr);
   const int64_t cap = 8;
-  auto plan = sel->MakePlan(ProblemShape{2048, cap, 150000, Layout::kPitched}, {});
+  auto plan = sel->MakePlan(ProblemShape{2048, cap, 150000, Layout::kPitched, Dtype()}, {});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->route, Route::kKvSplitSampled);
   auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());
   ASSERT_CUDA(cudaMemset(ws->get(), 0xFF, ws->bytes()));
+  // The replays run on a non-blocking stream, unordered with this memset.
+  ASSERT_CUDA(cudaDeviceSynchronize());
   auto stream = cuda::CreateStream();
   ASSERT_TRUE(stream.ok());
   RunContext ctx{ws->get(), ws->bytes(), stream->get()};
@@ -171,7 +173,7 @@ TEST_P(CudaSelectorTest, KvSplitGraphReplay) {
     spec.width = 150000;
     spec.lengths = LengthPattern::kRandom;
     spec.seed = 500 + ++seed;
-    const ScoreMatrix m = testing::Generate(spec);
+    const ScoreMatrix m = Gen(spec);
     auto dm = Upload(m);
     ASSERT_TRUE(dm.ok());
     RowBatch b = dm->batch;
@@ -179,6 +181,8 @@ TEST_P(CudaSelectorTest, KvSplitGraphReplay) {
     auto dout = cuda::AllocateDevice<int32_t>(cap * 2048);
     ASSERT_TRUE(dout.ok());
     ASSERT_CUDA(cudaMemset(dout->get(), 0x7F, dout->bytes()));
+    // The replays run on a non-blocking stream, unordered with this memset.
+    ASSERT_CUDA(cudaDeviceSynchronize());
     ASSERT_OK((*runner)->Replay(b, OutputView{dout->get(), nullptr}));
     ASSERT_CUDA(cudaStreamSynchronize(stream->get()));
     std::vector<int32_t> out(cap * 2048);
@@ -196,7 +200,7 @@ TEST_P(CudaSelectorTest, DeterministicIsBitIdenticalAcrossRunsAndRoutes) {
   spec.rows = 24;
   spec.width = 100000;
   spec.lengths = LengthPattern::kRandom;
-  const ScoreMatrix m = testing::Generate(spec);
+  const ScoreMatrix m = Gen(spec);
   SelectOptions o;
   o.deterministic = true;
   auto sampled = Make();
@@ -219,12 +223,13 @@ TEST_P(CudaSelectorTest, NanRowsAndBadLengths) {
   GeneratorSpec spec;
   spec.rows = 6;
   spec.width = 50000;
-  ScoreMatrix m = testing::Generate(spec);
-  m.scores[1 * m.pitch + 100] = std::numeric_limits<float>::quiet_NaN();  // row 1: sampled row
+  ScoreMatrix m = Gen(spec);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  SetScore(m, 1 * m.pitch + 100, nan);  // row 1: sampled row
   m.lengths[2] = 1000;
-  m.scores[2 * m.pitch + 999] = std::numeric_limits<float>::quiet_NaN();    // row 2: L <= K
-  m.scores[3 * m.pitch + 49999] = std::numeric_limits<float>::quiet_NaN();  // row 3: last
-  m.lengths[4] = 50001;                                                     // > width
+  SetScore(m, 2 * m.pitch + 999, nan);    // row 2: L <= K
+  SetScore(m, 3 * m.pitch + 49999, nan);  // row 3: last
+  m.lengths[4] = 50001;                   // > width
   m.lengths[5] = -3;
   std::vector<int32_t> out;
   std::vector<RowStatus> status;
@@ -249,45 +254,60 @@ TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
   const CudaDeviceInfo& info = sel->device_info();
-  const int64_t grid = int64_t{info.sm_count} * (GetParam() == 4 ? info.small_block_ctas_per_sm
-                                                                 : info.persistent_ctas_per_sm);
+  const int64_t grid = int64_t{info.sm_count} *
+                       (Ctas() == 4 ? info.small_block_ctas_per_sm : info.persistent_ctas_per_sm);
   const int64_t cap = grid + 40;
-  auto plan = sel->MakePlan(ProblemShape{k, cap, 20000, Layout::kPitched}, {});
+  auto plan = sel->MakePlan(ProblemShape{k, cap, 20000, Layout::kPitched, Dtype()}, {});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->grid, grid);
-  ASSERT_EQ(plan->block, GetParam() == 4 ? 256 : 512);
+  ASSERT_EQ(plan->block, Ctas() == 4 ? 256 : 512);
   CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 0);
 }
 
 TEST_P(CudaSelectorTest, CAbi) {
+  const bool fp32 = Dtype() == ScoreType::kFloat32;
   topk_plan* plan = nullptr;
-  ASSERT_EQ(topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan), TOPK_OK)
+  // FP32 through the version 1 entry points, the 16-bit types through v2.
+  ASSERT_EQ(fp32 ? topk_plan_create(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED, TOPK_OPT_SORTED, &plan)
+                 : topk_plan_create_v2(0, 64, 4, 70000, TOPK_LAYOUT_PITCHED,
+                                       static_cast<int>(Dtype()), TOPK_OPT_SORTED, &plan),
+            TOPK_OK)
       << topk_last_error();
   // 4 rows of 70000: few long rows, split over several CTAs.
   EXPECT_NE(std::string(topk_plan_explain(plan)).find("kv-split-sampled"), std::string::npos);
+  EXPECT_NE(std::string(topk_plan_explain(plan)).find(std::string(ScoreTypeName(Dtype()))),
+            std::string::npos);
   GeneratorSpec spec;
   spec.rows = 4;
   spec.width = 70000;
-  const ScoreMatrix m = testing::Generate(spec);
+  const ScoreMatrix m = Gen(spec);
   auto dm = Upload(m);
   ASSERT_TRUE(dm.ok());
   auto ws = cuda::AllocateDevice<uint8_t>(topk_plan_workspace_bytes(plan));
   auto dout = cuda::AllocateDevice<int32_t>(4 * 64);
   ASSERT_TRUE(ws.ok() && dout.ok());
-  ASSERT_EQ(topk_select(plan, dm->scores.get(), m.pitch, nullptr, dm->lengths.get(), 4, 70000,
-                        dout->get(), nullptr, ws->get(), ws->bytes(), nullptr),
-            TOPK_OK)
-      << topk_last_error();
+  auto select = [&](int64_t rows) {
+    return fp32 ? topk_select(plan, reinterpret_cast<const float*>(dm->scores.get()), m.pitch,
+                              nullptr, dm->lengths.get(), rows, 70000, dout->get(), nullptr,
+                              ws->get(), ws->bytes(), nullptr)
+                : topk_select_v2(plan, dm->scores.get(), m.pitch, nullptr, dm->lengths.get(), rows,
+                                 70000, dout->get(), nullptr, ws->get(), ws->bytes(), nullptr);
+  };
+  ASSERT_EQ(select(4), TOPK_OK) << topk_last_error();
   ASSERT_CUDA(cudaDeviceSynchronize());
   std::vector<int32_t> out(4 * 64);
   ASSERT_CUDA(cudaMemcpy(out.data(), dout->get(), out.size() * 4, cudaMemcpyDeviceToHost));
   SelectOptions sorted;
   sorted.sorted = true;
   ASSERT_OK(testing::VerifySelection(m.batch(), 64, sorted, out.data()));
-  EXPECT_EQ(topk_select(plan, dm->scores.get(), m.pitch, nullptr, dm->lengths.get(), 5, 70000,
-                        dout->get(), nullptr, ws->get(), ws->bytes(), nullptr),
-            TOPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(select(5), TOPK_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(topk_last_error()).find("max_rows"), std::string::npos);
+  // A base pointer off the element grid.
+  EXPECT_EQ(
+      topk_select_v2(plan, dm->scores.get() + (fp32 ? 2 : 1), m.pitch, nullptr, dm->lengths.get(),
+                     4, 70000, dout->get(), nullptr, ws->get(), ws->bytes(), nullptr),
+      TOPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(topk_last_error()).find("aligned"), std::string::npos);
   topk_plan_destroy(plan);
 }
 
@@ -304,24 +324,20 @@ TEST_P(CudaSelectorTest, SanitizerSmall) {
     SelectOptions o;
     o.deterministic = true;
     o.sorted = true;
-    Check(*sel, testing::Generate(spec), 256, o, "sanitizer");
+    Check(*sel, Gen(spec), 256, o, "sanitizer");
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelVariants, CudaSelectorTest, ::testing::Values(2, 4), VariantName);
+INSTANTIATE_TEST_SUITE_P(KernelVariants, CudaSelectorTest, AllVariantsAllTypes(), VariantName);
 
-// The C ABI refuses a score type its kernels do not serve before any device
-// work, so this holds on a machine without a GPU too.
-TEST(CAbi, SixteenBitScoresAreUnimplementedNotWrong) {
-  for (int dtype : {TOPK_DTYPE_BF16, TOPK_DTYPE_FP16}) {
-    topk_plan* plan = nullptr;
-    EXPECT_EQ(topk_plan_create_v2(0, 64, 8, 4096, TOPK_LAYOUT_PITCHED, dtype, 0, &plan),
-              TOPK_ERROR_UNIMPLEMENTED);
-    EXPECT_EQ(plan, nullptr);
-    const std::string message = topk_last_error();
-    EXPECT_NE(message.find(dtype == TOPK_DTYPE_BF16 ? "bf16" : "fp16"), std::string::npos)
-        << message;
-  }
+// The C ABI refuses a value that is no score type before any device work,
+// so this holds on a machine without a GPU too.
+TEST(CAbi, UnknownScoreTypeIsInvalidArgument) {
+  topk_plan* plan = nullptr;
+  EXPECT_EQ(topk_plan_create_v2(0, 64, 8, 4096, TOPK_LAYOUT_PITCHED, 3, 0, &plan),
+            TOPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_NE(std::string(topk_last_error()).find("dtype"), std::string::npos) << topk_last_error();
   EXPECT_EQ(topk_api_version(), 2);
 }
 

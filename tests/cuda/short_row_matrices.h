@@ -20,8 +20,9 @@ inline constexpr int64_t kShortT = kCudaMinSampledLength - 1;
 // Rows of lengths {0, 1, K-1, K, K+1, T-1, T} (clamped, K+1 <= T) and two
 // random lengths in (K, T], width T (kShortT unless given). Pitched: pitch
 // T + 1 (every row start alignment). Packed: rows at offsets that leave 1..3
-// padding floats between them (any 4-byte alignment). Every float beyond a
-// row's L holds `padding`.
+// padding floats between them (any 4-byte alignment; any 2-byte alignment
+// once rounded to a 16-bit type). Every float beyond a row's L holds
+// `padding`.
 inline testing::ScoreMatrix ShortRows(testing::Distribution d, int32_t k, Layout layout,
                                       float padding, uint64_t seed, int64_t width = kShortT) {
   std::vector<int64_t> lens = {0, 1, k - 1, k, k + 1, width - 1, width};
@@ -51,6 +52,15 @@ inline testing::ScoreMatrix ShortRows(testing::Distribution d, int32_t k, Layout
     testing::FillRow(d, seed, r, m.scores.data() + starts[r], L);
   }
   return m;
+}
+
+// The same rows rounded to `dtype` (padding too; kSubnormals keeps the type's
+// own subnormals).
+inline testing::ScoreMatrix ShortRowsOf(ScoreType dtype, testing::Distribution d, int32_t k,
+                                        Layout layout, float padding, uint64_t seed,
+                                        int64_t width = kShortT) {
+  return testing::NarrowTo(ShortRows(d, k, layout, padding, seed, width), dtype,
+                           d == testing::Distribution::kSubnormals);
 }
 
 }  // namespace topk::cuda_test

@@ -33,6 +33,12 @@ class ShortRowRouteTest : public CudaSelectorTest {
     return s.ok() ? std::move(*s) : nullptr;
   }
 
+  // Element pos of m as FP32.
+  static float ValueAt(const ScoreMatrix& m, int64_t pos) {
+    return m.dtype == ScoreType::kFloat32 ? m.scores[pos]
+                                          : testing::WidenScore(m.scores16[pos], m.dtype);
+  }
+
   // Runs m on the short-row route and checks every row against the verifier
   // and the reference (bit-identical where the answer is unique: L <= K or
   // deterministic), the route in the plan and in the kernel's counters.
@@ -65,7 +71,7 @@ class ShortRowRouteTest : public CudaSelectorTest {
   }
 };
 
-TEST_F(ShortRowRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
+TEST_P(ShortRowRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
   auto sel = MakeShortRow();
   ASSERT_NE(sel, nullptr);
   uint64_t seed = 100;
@@ -81,11 +87,12 @@ TEST_F(ShortRowRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
                                    " k=" + std::to_string(k) +
                                    (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
                                    std::to_string(mode);
-          CheckRoute(*sel, ShortRows(d, k, layout, padding, ++seed), k, o, what);
+          CheckRoute(*sel, ShortRowsOf(Dtype(), d, k, layout, padding, ++seed), k, o, what);
           if (HasFatalFailure()) return;
           // Longer rows (the 32K-64K buckets) for the rank the route is for.
           if (k == 2048 && mode != 1) {
-            CheckRoute(*sel, ShortRows(d, k, layout, padding, ++seed, 40000), k, o, what + " 40K");
+            CheckRoute(*sel, ShortRowsOf(Dtype(), d, k, layout, padding, ++seed, 40000), k, o,
+                       what + " 40K");
             if (HasFatalFailure()) return;
           }
         }
@@ -134,14 +141,16 @@ ScoreMatrix WideBoundaryBinRows() {
   return m;
 }
 
-TEST_F(ShortRowRouteTest, BoundaryBinWiderThanTheStore) {
-  const ScoreMatrix m = WideBoundaryBinRows();
+TEST_P(ShortRowRouteTest, BoundaryBinWiderThanTheStore) {
+  // 16-bit rows: the same values rounded (the bin's values collapse into a
+  // few heavily tied patterns; the bin above keeps its 300).
+  const ScoreMatrix m = Typed(WideBoundaryBinRows());
   // The construction holds: one coarse bin below the bin of the 300 values.
   const float base = 0.7f;
   for (int64_t r = 0; r < 2; ++r) {
     int in_bin = 0, above = 0;
     for (int64_t i = 0; i < m.width; ++i) {
-      const uint32_t c = Coarse(m.scores[r * m.pitch + i]);
+      const uint32_t c = Coarse(ValueAt(m, r * m.pitch + i));
       in_bin += c == Coarse(base) ? 1 : 0;
       above += c == Coarse(base) - 1 ? 1 : 0;
     }
@@ -165,7 +174,7 @@ TEST_F(ShortRowRouteTest, BoundaryBinWiderThanTheStore) {
 
 // +inf and -inf floods: the K-th value is +inf (ties), -inf (ties), or finite
 // between them; with a NaN row and an all -inf row.
-TEST_F(ShortRowRouteTest, InfinityFloods) {
+TEST_P(ShortRowRouteTest, InfinityFloods) {
   constexpr int64_t kWidth = 9000;
   const float inf = std::numeric_limits<float>::infinity();
   ScoreMatrix m;
@@ -188,6 +197,7 @@ TEST_F(ShortRowRouteTest, InfinityFloods) {
       m.scores[r * kWidth + i] = x;
     }
   }
+  m = Typed(std::move(m));
   auto sel = MakeShortRow();
   ASSERT_NE(sel, nullptr);
   for (int mode = 0; mode < 4; ++mode) {
@@ -199,18 +209,18 @@ TEST_F(ShortRowRouteTest, InfinityFloods) {
   }
 }
 
-TEST_F(ShortRowRouteTest, NanRowsAndBadLengths) {
+TEST_P(ShortRowRouteTest, NanRowsAndBadLengths) {
   auto sel = MakeShortRow();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
-  ScoreMatrix m = ShortRows(Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
+  ScoreMatrix m = ShortRowsOf(Dtype(), Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
   // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  m.scores[2 * m.pitch + k - 2] = nan;         // L <= K row
-  m.scores[4 * m.pitch + 0] = nan;             // first value (head scalar or body)
-  m.scores[5 * m.pitch + kShortT - 2] = nan;   // last value of L = T-1 (tail)
-  m.scores[6 * m.pitch + 7000] = nan;          // body
-  m.scores[7 * m.pitch + m.lengths[7]] = nan;  // just beyond L: ignored
+  SetScore(m, 2 * m.pitch + k - 2, nan);         // L <= K row
+  SetScore(m, 4 * m.pitch + 0, nan);             // first value (head scalar or body)
+  SetScore(m, 5 * m.pitch + kShortT - 2, nan);   // last value of L = T-1 (tail)
+  SetScore(m, 6 * m.pitch + 7000, nan);          // body
+  SetScore(m, 7 * m.pitch + m.lengths[7], nan);  // just beyond L: ignored
   m.lengths[3] = -1;
   m.lengths[8] = static_cast<int32_t>(kShortT + 1);  // > width
   std::vector<int32_t> out;
@@ -231,21 +241,18 @@ TEST_F(ShortRowRouteTest, NanRowsAndBadLengths) {
   EXPECT_EQ(out[k], 0);   // L = 1
   EXPECT_EQ(out[k + 1], -1);
   EXPECT_EQ(last_stats_.short_rows, 1);  // row 7: the only row with L > K and no NaN
-  RowBatch one = m.batch();
-  one.num_rows = 1;
-  one.scores = m.scores.data() + 7 * m.pitch;
-  one.lengths = m.lengths.data() + 7;
+  const RowBatch one = OneRow(m, 7);
   ASSERT_OK(testing::VerifySelection(one, k, {}, out.data() + 7 * k, status.data() + 7));
 }
 
 // A grid smaller than the rows (each CTA strides over several), replayed from
 // one captured graph for live M in {0, 1, grid-1, grid, grid+1, cap}.
-TEST_F(ShortRowRouteTest, GraphReplayWithLiveRows) {
+TEST_P(ShortRowRouteTest, GraphReplayWithLiveRows) {
   CudaSelectorConfig c;
   c.grid_override = 100;
   auto sel = MakeShortRow(c);
   ASSERT_NE(sel, nullptr);
-  auto plan = sel->MakePlan(ProblemShape{2048, 140, 20000, Layout::kPitched}, {});
+  auto plan = sel->MakePlan(ProblemShape{2048, 140, 20000, Layout::kPitched, Dtype()}, {});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->route, Route::kShortRowExact);
   ASSERT_EQ(plan->grid, 100);
@@ -254,7 +261,7 @@ TEST_F(ShortRowRouteTest, GraphReplayWithLiveRows) {
 
 // Small configuration for compute-sanitizer (memcheck, racecheck): the
 // constant rows take the re-scan fallback, the sorted rows the staged output.
-TEST_F(ShortRowRouteTest, SanitizerSmall) {
+TEST_P(ShortRowRouteTest, SanitizerSmall) {
   auto sel = MakeShortRow();
   ASSERT_NE(sel, nullptr);
   for (Distribution d : {Distribution::kIndexer, Distribution::kConstant, Distribution::kFp8Ties}) {
@@ -263,14 +270,23 @@ TEST_F(ShortRowRouteTest, SanitizerSmall) {
         SelectOptions o;
         o.sorted = mode & 1;
         o.deterministic = mode & 2;
-        CheckRoute(*sel,
-                   ShortRows(d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11, 3000),
-                   256, o, "short-row route sanitizer");
+        CheckRoute(
+            *sel,
+            ShortRowsOf(Dtype(), d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11, 3000),
+            256, o, "short-row route sanitizer");
         if (HasFatalFailure()) return;
       }
     }
   }
 }
+
+// One kernel (no persistent variant), every score type.
+INSTANTIATE_TEST_SUITE_P(ScoreTypes, ShortRowRouteTest,
+                         ::testing::Combine(::testing::Values(2),
+                                            ::testing::ValuesIn(kAllScoreTypes)),
+                         [](const ::testing::TestParamInfo<SelectorParam>& info) {
+                           return std::string(ScoreTypeName(std::get<1>(info.param)));
+                         });
 
 }  // namespace
 }  // namespace topk::cuda_test

@@ -42,7 +42,7 @@ TEST_P(ShortRowTest, EveryGeneratorEveryKBothLayoutsAllModes) {
       for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
         for (int mode = 0; mode < 4; ++mode) {
           const float padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
-          const ScoreMatrix m = ShortRows(d, k, layout, padding, ++seed);
+          const ScoreMatrix m = ShortRowsOf(Dtype(), d, k, layout, padding, ++seed);
           SelectOptions o;
           o.sorted = mode & 1;
           o.deterministic = mode & 2;
@@ -83,14 +83,14 @@ TEST_P(ShortRowTest, NanRowsAndBadLengths) {
   auto sel = MakePersistent();
   ASSERT_NE(sel, nullptr);
   const int32_t k = 512;
-  ScoreMatrix m = ShortRows(Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
+  ScoreMatrix m = ShortRowsOf(Dtype(), Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
   // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  m.scores[2 * m.pitch + k - 2] = nan;         // L <= K row
-  m.scores[4 * m.pitch + 0] = nan;             // first value (head scalar or body)
-  m.scores[5 * m.pitch + kShortT - 2] = nan;   // last value of L = T-1 (tail)
-  m.scores[6 * m.pitch + 7000] = nan;          // body
-  m.scores[7 * m.pitch + m.lengths[7]] = nan;  // just beyond L: ignored
+  SetScore(m, 2 * m.pitch + k - 2, nan);         // L <= K row
+  SetScore(m, 4 * m.pitch + 0, nan);             // first value (head scalar or body)
+  SetScore(m, 5 * m.pitch + kShortT - 2, nan);   // last value of L = T-1 (tail)
+  SetScore(m, 6 * m.pitch + 7000, nan);          // body
+  SetScore(m, 7 * m.pitch + m.lengths[7], nan);  // just beyond L: ignored
   m.lengths[3] = -1;
   m.lengths[8] = static_cast<int32_t>(kShortT + 1);  // > width
   std::vector<int32_t> out;
@@ -111,10 +111,7 @@ TEST_P(ShortRowTest, NanRowsAndBadLengths) {
   EXPECT_EQ(out[k], 0);   // L = 1
   EXPECT_EQ(out[k + 1], -1);
   // Row 7 (NaN just beyond L) alone through the verifier.
-  RowBatch one = m.batch();
-  one.num_rows = 1;
-  one.scores = m.scores.data() + 7 * m.pitch;
-  one.lengths = m.lengths.data() + 7;
+  const RowBatch one = OneRow(m, 7);
   ASSERT_OK(testing::VerifySelection(one, k, {}, out.data() + 7 * k, status.data() + 7));
 }
 
@@ -125,10 +122,10 @@ TEST_P(ShortRowTest, GraphReplayWithLiveRows) {
   ASSERT_NE(sel, nullptr);
   const int32_t k = 2048;
   const CudaDeviceInfo& info = sel->device_info();
-  const int64_t grid = int64_t{info.sm_count} * (GetParam() == 4 ? info.small_block_ctas_per_sm
-                                                                 : info.persistent_ctas_per_sm);
+  const int64_t grid = int64_t{info.sm_count} *
+                       (Ctas() == 4 ? info.small_block_ctas_per_sm : info.persistent_ctas_per_sm);
   const int64_t cap = grid + 40;
-  auto plan = sel->MakePlan(ProblemShape{k, cap, kShortT, Layout::kPitched}, {});
+  auto plan = sel->MakePlan(ProblemShape{k, cap, kShortT, Layout::kPitched, Dtype()}, {});
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->route, Route::kRowLocalExact);
   ASSERT_EQ(plan->grid, grid);
@@ -144,14 +141,14 @@ TEST_P(ShortRowTest, SanitizerSmall) {
       SelectOptions o;
       o.deterministic = true;
       o.sorted = d != Distribution::kFp8Ties;
-      Check(*sel, ShortRows(d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11), 256, o,
-            "short-row sanitizer");
+      Check(*sel, ShortRowsOf(Dtype(), d, 256, layout, std::numeric_limits<float>::quiet_NaN(), 11),
+            256, o, "short-row sanitizer");
       if (HasFatalFailure()) return;
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KernelVariants, ShortRowTest, ::testing::Values(2, 4), VariantName);
+INSTANTIATE_TEST_SUITE_P(KernelVariants, ShortRowTest, AllVariantsAllTypes(), VariantName);
 
 }  // namespace
 }  // namespace topk::cuda_test

@@ -235,23 +235,41 @@ TEST(CudaPlannerTest, RejectsBadShapesAndDevices) {
   EXPECT_FALSE(PlanCudaSelection(ProblemShape{16, 1, 100, Layout::kPitched}, {}, none, {}).ok());
 }
 
-// The CUDA kernels read FP32 only: 16-bit buckets are refused with
-// UNIMPLEMENTED naming the type, never planned onto FP32 kernels.
-TEST(CudaPlannerTest, RefusesSixteenBitScoresUntilTheirKernelsExist) {
+// Every score type takes the same route, grid, block, split and workspace
+// as FP32 on every bucket (the routes stream any type; the workspace holds
+// keys and indices, not scores); a value that is no ScoreType is refused.
+TEST(CudaPlannerTest, SixteenBitBucketsPlanLikeFp32) {
   const CudaDeviceInfo d = FakeH200();
-  for (ScoreType dtype : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
-    const absl::StatusOr<Plan> p =
-        PlanCudaSelection(ProblemShape{2048, 64, 1 << 20, Layout::kPitched, dtype}, {}, d, {});
-    ASSERT_FALSE(p.ok());
-    EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
-    EXPECT_NE(p.status().message().find(std::string(ScoreTypeName(dtype))), std::string::npos)
-        << p.status();
-    EXPECT_EQ(CheckCudaScoreType(dtype).code(), absl::StatusCode::kUnimplemented);
+  const int64_t widths[] = {4096, 16384, 65536, 131072, 1 << 20};
+  for (int32_t k : {64, 2048, 10000}) {
+    for (int64_t rows : {1, 8, 512, 8192}) {
+      for (int64_t width : widths) {
+        const ProblemShape fp32{k, rows, width, Layout::kPitched};
+        const absl::StatusOr<Plan> want = PlanCudaSelection(fp32, {}, d, {});
+        ASSERT_TRUE(want.ok()) << want.status();
+        for (ScoreType dtype : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
+          ProblemShape shape = fp32;
+          shape.dtype = dtype;
+          const absl::StatusOr<Plan> p = PlanCudaSelection(shape, {}, d, {});
+          ASSERT_TRUE(p.ok()) << p.status();
+          EXPECT_EQ(p->route, want->route) << p->Explain();
+          EXPECT_EQ(p->grid, want->grid) << p->Explain();
+          EXPECT_EQ(p->block, want->block) << p->Explain();
+          EXPECT_EQ(p->split, want->split) << p->Explain();
+          EXPECT_EQ(p->workspace_bytes, want->workspace_bytes) << p->Explain();
+          EXPECT_NE(p->Explain().find(std::string(ScoreTypeName(dtype))), std::string::npos);
+        }
+      }
+    }
   }
-  EXPECT_TRUE(CheckCudaScoreType(ScoreType::kFloat32).ok());
-  EXPECT_TRUE(PlanCudaSelection(
-                  ProblemShape{2048, 64, 1 << 20, Layout::kPitched, ScoreType::kFloat32}, {}, d, {})
-                  .ok());
+  for (ScoreType dtype : kAllScoreTypes) EXPECT_TRUE(CheckCudaScoreType(dtype).ok());
+  const absl::Status unknown = CheckCudaScoreType(static_cast<ScoreType>(7));
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(unknown.message().find("dtype"), std::string::npos) << unknown;
+  EXPECT_FALSE(
+      PlanCudaSelection(
+          ProblemShape{2048, 64, 1 << 20, Layout::kPitched, static_cast<ScoreType>(7)}, {}, d, {})
+          .ok());
 }
 
 TEST(CudaPlannerTest, ExplainNamesTheRoute) {

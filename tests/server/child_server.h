@@ -40,7 +40,8 @@ class ChildServer {
     if (pid_ == 0) {
       close(ready[0]);
       close(stop[1]);
-      KeepLargeBuffersResident();  // as topk-server runs
+      LimitMallocArenas(kDefaultMallocArenas);  // as topk-server runs
+      KeepLargeBuffersResident();
       absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options);
       const int port = server.ok() ? (*server)->port() : 0;
       [[maybe_unused]] ssize_t n = write(ready[1], &port, sizeof(port));

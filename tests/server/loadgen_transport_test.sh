@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # topk-loadgen --transport=shm against a real server process on a unix
 # socket (alongside TCP): rows and answers by reference through a shared-
-# memory region, every answer read back and verified; the region is gone
-# from /dev/shm afterwards. And --transport=shm against a server without
-# --enable_regions fails with the flag's name.
+# memory region, every answer read back and verified, on a SelectPipeline per
+# caller and with unary calls; the region is gone from /dev/shm afterwards.
+# And --transport=shm against a server without --enable_regions fails with
+# the flag's name; an unknown --call is refused.
 # Usage: loadgen_transport_test.sh TOPK_SERVER TOPK_LOADGEN
 set -euo pipefail
 server=$1 loadgen=$2
@@ -18,12 +19,19 @@ trap 'kill -TERM $pid $off 2>/dev/null; wait $pid $off 2>/dev/null; rm -rf "$wor
 for _ in $(seq 100); do [ -S "$sock" ] && [ -S "$sock.off" ] && break; sleep 0.1; done
 [ -S "$sock" ] || { cat "$work/server.log"; exit 1; }
 set -x
-"$loadgen" --target="unix:$sock" --transport=shm --rows=8 --width=20000 --k=64 \
-  --concurrency=1,3 --duration_s=1 --warmup_s=0.2 --verify_every=1 --progress=false \
-  --csv="$work/shm.csv" | tee "$work/out.txt"
-# Every measured call verified, none inexact, no errors (last three columns).
-awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
-     END { exit (n == 2 && !bad) ? 0 : 1 }' "$work/out.txt"
+for call in pipeline unary; do
+  "$loadgen" --target="unix:$sock" --transport=shm --call=$call --rows=8 --width=20000 --k=64 \
+    --concurrency=1,3 --duration_s=1 --warmup_s=0.2 --verify_every=1 --progress=false \
+    --csv="$work/shm.csv" --json="$work/shm.json" | tee "$work/out.txt"
+  # Every measured call verified, none inexact, no errors (last three columns).
+  awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
+       END { exit (n == 2 && !bad) ? 0 : 1 }' "$work/out.txt"
+done
+# The run's metadata names the call it used (the last run: unary).
+grep -q '"call": "Select"' "$work/shm.json"
+! "$loadgen" --target="unix:$sock" --transport=shm --call=bogus --rows=2 --width=1000 --k=8 \
+  --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false 2>"$work/err.txt"
+grep -q -- "--call=bogus" "$work/err.txt"
 ! ls /dev/shm | grep -q "topk-loadgen-"
 ! "$loadgen" --target="unix:$sock.off" --transport=shm --rows=2 --width=1000 --k=8 \
   --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false 2>"$work/err.txt"

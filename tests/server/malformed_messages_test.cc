@@ -119,6 +119,32 @@ TEST_F(MalformedMessages, ADifferentRequestIdInALaterChunkFailsTheStream) {
   EXPECT_TRUE(RawClientStream(t_.client->channel(), kSelectStream, same).status.ok());
 }
 
+// The unary Select path decodes the wire bytes itself: the same rules as
+// protobuf's parser, end to end.
+TEST_F(MalformedMessages, UnarySelectChecksUtf8AndLengthPrefixes) {
+  const std::string wire = client::Client::MakeRequest(16, rows_.view(), {}).SerializeAsString();
+  constexpr char kSelect[] = "/topk.v1.TopK/Select";
+  ExpectInvalid(RawUnary(t_.client->channel(), kSelect, wire + RequestIdField("\xc3\x28")).status,
+                {"request_id", "UTF-8"});
+  // inline_rows (field 3) claiming more bytes than follow.
+  ExpectInvalid(RawUnary(t_.client->channel(), kSelect, wire + "\x1a\x7f\x0a").status, {});
+  // packed lengths (field 2 inside inline_rows) claiming 8 bytes, 2 there.
+  const std::string rows_field = std::string("\x12\x08\x01\x01", 4);
+  ExpectInvalid(
+      RawUnary(t_.client->channel(), kSelect,
+               std::string("\x08\x04\x1a", 3) + static_cast<char>(rows_field.size()) + rows_field)
+          .status,
+      {});
+  // The same bytes, well formed, are answered exactly.
+  const RawReply ok = RawUnary(t_.client->channel(), kSelect, wire);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.error_message();
+  v1::SelectResponse response;
+  ASSERT_TRUE(response.ParseFromString(ok.response));
+  absl::StatusOr<client::SelectResult> result = client::DecodeResponse(response);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(tools::Verify(rows_, 16, {}, *result).ok());
+}
+
 TEST_F(MalformedMessages, GarbageBodiesToTheSmallRpcsAreInvalidArgument) {
   for (const char* method :
        {"/topk.v1.TopK/GetServerInfo", "/topk.v1.TopK/GetStats", "/topk.v1.TopK/Echo"}) {

@@ -1,10 +1,11 @@
 // After a burst of large requests the server returns its freed heap to the OS
 // once it is idle (--release_memory_when_idle), although it keeps freed
-// buffers in its heap under load (--keep_heap). What stays is what the
-// allocator cannot give back (pages that small live allocations pin between
-// the freed message buffers): measured 17..65% of a 32 x 12 MiB burst's
-// growth; without the release all of it stays. The server runs in a child
-// process so only its memory is measured.
+// buffers in its heap under load (--keep_heap). With one malloc arena
+// (--malloc_arenas=1) malloc_trim reaches all of it; what stays is what is
+// still allocated. Measured 0..37% of a 32 x 12 MiB burst's growth (typically
+// under 20%); with glibc's default arenas 24..68%, as the free tops of the thread
+// arenas stay. The server runs in a child process so only its memory is
+// measured.
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -51,8 +52,9 @@ TEST(ServerMemory, ResidentSetFallsBackAfterABurst) {
   EXPECT_EQ(burst(kCalls), kCalls);
   const int64_t peak = ResidentKb(server.pid());
   int64_t after = peak;
-  // At least a quarter of the burst's growth must go back.
-  const int64_t bound = peak - (peak - base) / 4;
+  // At least half of the burst's growth must go back within 8 s (the
+  // release runs 1 s and 3 s after the last request bytes are freed).
+  const int64_t bound = base + (peak - base) / 2;
   for (int i = 0; i < 80 && after > bound; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
     after = ResidentKb(server.pid());
@@ -60,7 +62,8 @@ TEST(ServerMemory, ResidentSetFallsBackAfterABurst) {
   RecordProperty("rss_base_kb", std::to_string(base));
   RecordProperty("rss_peak_kb", std::to_string(peak));
   RecordProperty("rss_after_kb", std::to_string(after));
-  EXPECT_GT(peak - base, 64 * 1024) << "the burst did not raise the server's RSS";
+  // Two requests' worth at least (one arena reuses freed buffers well).
+  EXPECT_GT(peak - base, 24 * 1024) << "the burst did not raise the server's RSS";
   EXPECT_LT(after, bound) << "server RSS " << base << " kB before, " << peak << " kB at the burst, "
                           << after << " kB 8 s after";
   EXPECT_EQ(server.Stop(), 0);

@@ -17,7 +17,7 @@ grep -q -- "--drain_deadline" "$out" || fail "--help does not list --drain_deadl
 timeout 20 "$server" --version >"$out" 2>&1 || fail "--version exited $?"
 grep -Eq "topk-server [0-9]+\.[0-9]+\.[0-9]+" "$out" || fail "--version has no version"
 
-for bad in --log_level=bogus --drain_deadline=-5s --stream_idle_timeout=0s; do
+for bad in --log_level=bogus --drain_deadline=-5s --stream_idle_timeout=0s --malloc_arenas=-1; do
   timeout 20 "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu "$bad" >"$out" 2>&1
   rc=$?
   [ $rc = 1 ] || fail "$bad: exit status $rc (want 1: refused at start)"

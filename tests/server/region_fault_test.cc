@@ -19,12 +19,14 @@ using testing::LengthPattern;
 
 constexpr int32_t kK = 16;
 
-class RegionFaults : public ::testing::Test {
+// Every case on both call paths: a SelectPipeline stream (the session's
+// default) answers each malformed request as unary Select does, and goes on.
+class RegionFaults : public ::testing::TestWithParam<client::CallPath> {
  protected:
   void SetUp() override {
     t_ = StartServer(RegionServerOptions());
     ASSERT_NE(t_.client, nullptr);
-    auto session = client::RegionSession::Open(*t_.client);
+    auto session = client::RegionSession::Open(*t_.client, GetParam());
     ASSERT_TRUE(session.ok()) << session.status();
     session_ = *std::move(session);
     rows_ = Rows(Distribution::kIndexer, 4, 1000, LengthPattern::kRandom, 3, kK);
@@ -61,7 +63,7 @@ class RegionFaults : public ::testing::Test {
   SegmentRows laid_;
 };
 
-TEST_F(RegionFaults, UnknownRegionAndSession) {
+TEST_P(RegionFaults, UnknownRegionAndSession) {
   v1::SelectRequest request = Valid();
   request.mutable_region_rows()->mutable_scores()->set_region("nope");
   ExpectRefused(request, absl::StatusCode::kNotFound, "region_rows.scores.region");
@@ -76,7 +78,7 @@ TEST_F(RegionFaults, UnknownRegionAndSession) {
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "session_id");
 }
 
-TEST_F(RegionFaults, OffsetsAndExtentsPastTheEnd) {
+TEST_P(RegionFaults, OffsetsAndExtentsPastTheEnd) {
   const uint64_t size = laid_.segment.size();
   v1::SelectRequest request = Valid();
   request.mutable_region_rows()->mutable_scores()->set_offset(size + 4);
@@ -98,7 +100,7 @@ TEST_F(RegionFaults, OffsetsAndExtentsPastTheEnd) {
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "region_rows.lengths_ref");
 }
 
-TEST_F(RegionFaults, OverflowingArithmetic) {
+TEST_P(RegionFaults, OverflowingArithmetic) {
   const uint64_t max64 = std::numeric_limits<uint64_t>::max();
   v1::SelectRequest request = Valid();
   request.mutable_region_rows()->mutable_scores()->set_offset(max64 - 3);
@@ -130,7 +132,7 @@ TEST_F(RegionFaults, OverflowingArithmetic) {
   EXPECT_NE(wraps.message().find("overflows"), std::string::npos) << wraps;
 }
 
-TEST_F(RegionFaults, Misalignment) {
+TEST_P(RegionFaults, Misalignment) {
   v1::SelectRequest request = Valid();
   request.mutable_region_rows()->mutable_scores()->set_offset(2);
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "aligned");
@@ -143,7 +145,7 @@ TEST_F(RegionFaults, Misalignment) {
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "output.indices.offset");
 }
 
-TEST_F(RegionFaults, BadShapesAndLengths) {
+TEST_P(RegionFaults, BadShapesAndLengths) {
   v1::SelectRequest request = Valid();
   request.mutable_region_rows()->set_lengths(2, -1);
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "region_rows.lengths[2]");
@@ -182,7 +184,7 @@ TEST_F(RegionFaults, BadShapesAndLengths) {
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "output.values");
 }
 
-TEST_F(RegionFaults, WrongDevice) {
+TEST_P(RegionFaults, WrongDevice) {
   // GPU memory on a server that selects on the CPU.
   const std::string handle(kCudaIpcHandleBytes, '\x01');
   const absl::Status gpu =
@@ -200,7 +202,7 @@ TEST_F(RegionFaults, WrongDevice) {
   ExpectRefused(request, absl::StatusCode::kInvalidArgument, "ordering");
 }
 
-TEST_F(RegionFaults, BadHandlesAndNames) {
+TEST_P(RegionFaults, BadHandlesAndNames) {
   for (size_t bytes : {size_t{0}, size_t{63}, size_t{65}}) {
     const absl::Status memory =
         session_->RegisterCudaIpc("h", std::string(bytes, '\x02'), 0, 64, {.ordinal = 0});
@@ -233,7 +235,7 @@ TEST_F(RegionFaults, BadHandlesAndNames) {
   EXPECT_EQ(listed->size(), 1u);  // nothing above was registered
 }
 
-TEST_F(RegionFaults, ShrunkSharedMemoryIsRefused) {
+TEST_P(RegionFaults, ShrunkSharedMemoryIsRefused) {
   // The owner truncates the object after registering it: reading the lost
   // range would fault, so requests are refused instead.
   const int fd = shm_open(laid_.segment.name().c_str(), O_RDWR, 0);
@@ -245,6 +247,12 @@ TEST_F(RegionFaults, ShrunkSharedMemoryIsRefused) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition) << result.status();
   EXPECT_NE(result.status().message().find("shrank"), std::string::npos) << result.status();
 }
+
+INSTANTIATE_TEST_SUITE_P(CallPaths, RegionFaults,
+                         ::testing::Values(client::CallPath::kUnary, client::CallPath::kStream),
+                         [](const ::testing::TestParamInfo<client::CallPath>& info) {
+                           return info.param == client::CallPath::kUnary ? "Unary" : "Stream";
+                         });
 
 TEST(RegionFlag, OffByDefault) {
   TestServer t = StartServer();

@@ -20,8 +20,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "region_gated_device.h"
 #include "region_test_util.h"
-#include "server/backends/cpu_backend.h"
 
 extern char** environ;
 
@@ -42,49 +42,6 @@ int Mappings(const std::string& shm_name) {
   return count;
 }
 
-// A CPU device whose selections wait for `release` after announcing
-// themselves on `entered`.
-class GatedDevice final : public Device {
- public:
-  GatedDevice(absl::Notification* entered, absl::Notification* release)
-      : entered_(entered), release_(release) {}
-  std::string backend_name() const override { return "cpu"; }
-  DeviceDescription description() const override { return {.name = "gated cpu"}; }
-  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
-      const RequestLimits& limits) override {
-    class Worker final : public WorkerBackend {
-     public:
-      // The engine keeps workers, not devices: copy what the worker needs.
-      Worker(std::unique_ptr<WorkerBackend> inner, absl::Notification* entered,
-             absl::Notification* release)
-          : inner_(std::move(inner)), entered_(entered), release_(release) {}
-      absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
-                                    const SelectOptions& options) const override {
-        return inner_->MakePlan(shape, options);
-      }
-      absl::Status Select(const Plan& plan, const SelectRows& rows,
-                          const SelectResults& results) override {
-        if (!entered_->HasBeenNotified()) entered_->Notify();
-        release_->WaitForNotification();
-        return inner_->Select(plan, rows, results);
-      }
-
-     private:
-      std::unique_ptr<WorkerBackend> inner_;
-      absl::Notification* entered_;
-      absl::Notification* release_;
-    };
-    absl::StatusOr<std::unique_ptr<WorkerBackend>> inner =
-        MakeCpuDevice(1, 1)->CreateWorker(limits);
-    if (!inner.ok()) return inner.status();
-    return std::make_unique<Worker>(*std::move(inner), entered_, release_);
-  }
-
- private:
-  absl::Notification* entered_;
-  absl::Notification* release_;
-};
-
 client::RegionRowsRef PitchedRef(const SegmentRows& laid, const tools::PackedRows& rows) {
   client::RegionRowsRef ref;
   ref.scores = {"seg", 0};
@@ -96,7 +53,17 @@ client::RegionRowsRef PitchedRef(const SegmentRows& laid, const tools::PackedRow
 
 enum class Release { kUnregister, kEndSession };
 
-void ReadsCompleteAfter(Release how) {
+// One Select outside the session: unary, or on a pipeline of its own.
+absl::StatusOr<client::SelectResult> SelectOn(client::CallPath path, client::Client& client,
+                                              const v1::SelectRequest& request) {
+  if (path == client::CallPath::kUnary) return client.Select(request);
+  absl::StatusOr<std::unique_ptr<client::SelectPipeline>> pipeline =
+      client::SelectPipeline::Open(client.channel());
+  if (!pipeline.ok()) return pipeline.status();
+  return (*pipeline)->Call(request);
+}
+
+void ReadsCompleteAfter(Release how, client::CallPath path) {
   absl::Notification entered, release;
   ServerOptions options = RegionServerOptions();
   options.backends.workers = 1;
@@ -104,7 +71,7 @@ void ReadsCompleteAfter(Release how) {
     return std::make_unique<GatedDevice>(&entered, &release);
   };
   TestServer t = StartServer(options);
-  auto session = client::RegionSession::Open(*t.client);
+  auto session = client::RegionSession::Open(*t.client, path);
   ASSERT_TRUE(session.ok()) << session.status();
   const int32_t k = 50;
   const tools::PackedRows rows =
@@ -121,8 +88,9 @@ void ReadsCompleteAfter(Release how) {
   const v1::SelectRequest request =
       (*session)->MakeRequest(k, ref, end_session ? nullptr : &out, {});
   absl::StatusOr<client::SelectResult> result;
-  std::thread caller(
-      [&] { result = end_session ? t.client->Select(request) : (*session)->Select(request); });
+  std::thread caller([&] {
+    result = end_session ? SelectOn(path, *t.client, request) : (*session)->Select(request);
+  });
   entered.WaitForNotification();  // the request holds the region now
 
   if (end_session) {
@@ -150,11 +118,19 @@ void ReadsCompleteAfter(Release how) {
 }
 
 TEST(RegionLifetime, UnregisterWhileInFlightDefersTheClose) {
-  ReadsCompleteAfter(Release::kUnregister);
+  ReadsCompleteAfter(Release::kUnregister, client::CallPath::kUnary);
 }
 
 TEST(RegionLifetime, SessionEndWhileInFlightDefersTheClose) {
-  ReadsCompleteAfter(Release::kEndSession);
+  ReadsCompleteAfter(Release::kEndSession, client::CallPath::kUnary);
+}
+
+TEST(RegionLifetime, UnregisterWhileInFlightOnAPipelineDefersTheClose) {
+  ReadsCompleteAfter(Release::kUnregister, client::CallPath::kStream);
+}
+
+TEST(RegionLifetime, SessionEndWhileInFlightOnAPipelineDefersTheClose) {
+  ReadsCompleteAfter(Release::kEndSession, client::CallPath::kStream);
 }
 
 absl::StatusOr<std::vector<v1::RegionInfo>> ListFor(const client::Client& client,

@@ -4,7 +4,9 @@
 // verifier; and the region RPCs themselves (register, list, unregister).
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "raw_calls.h"
 #include "region_test_util.h"
 
 namespace topk::server::test {
@@ -170,6 +172,76 @@ TEST(RegionRpcs, ServerInfoReportsRegions) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(a->regions_enabled());
   EXPECT_FALSE(b->regions_enabled());
+}
+
+// OpenSession's reply stream as raw bytes: the status it ends with (after
+// the session event when it opened).
+grpc::Status RawOpenSession(const std::shared_ptr<grpc::Channel>& channel,
+                            const std::string& request, std::string* event) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  grpc::CompletionQueue queue;
+  void* tag = nullptr;
+  bool ok = false;
+  auto call = stub.PrepareCall(&context, "/topk.v1.TopK/OpenSession", &queue);
+  call->StartCall(reinterpret_cast<void*>(1));
+  queue.Next(&tag, &ok);
+  call->Write(ToByteBuffer(request), reinterpret_cast<void*>(2));
+  queue.Next(&tag, &ok);
+  call->WritesDone(reinterpret_cast<void*>(3));
+  queue.Next(&tag, &ok);
+  grpc::ByteBuffer bytes;
+  call->Read(&bytes, reinterpret_cast<void*>(4));
+  queue.Next(&tag, &ok);
+  if (ok) {
+    *event = ToString(bytes);
+    context.TryCancel();  // the session stays open otherwise
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  queue.Next(&tag, &ok);
+  return status;
+}
+
+TEST(RegionRpcs, GarbageBodiesAreInvalidArgumentNamingTheMessage) {
+  TestServer t = StartServer(RegionServerOptions());
+  const std::string garbage = "\xff\xff\xff not a message";
+  const std::pair<const char*, const char*> methods[] = {
+      {"/topk.v1.TopK/RegisterRegion", "topk.v1.RegisterRegionRequest"},
+      {"/topk.v1.TopK/UnregisterRegion", "topk.v1.UnregisterRegionRequest"},
+      {"/topk.v1.TopK/ListRegions", "topk.v1.ListRegionsRequest"}};
+  for (const auto& [method, message] : methods) {
+    SCOPED_TRACE(method);
+    const grpc::Status status = RawUnary(t.client->channel(), method, garbage).status;
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    EXPECT_TRUE(absl::StrContains(status.error_message(), message)) << status.error_message();
+  }
+  std::string event;
+  const grpc::Status refused = RawOpenSession(t.client->channel(), garbage, &event);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "topk.v1.OpenSessionRequest"))
+      << refused.error_message();
+  EXPECT_TRUE(event.empty());
+  // Each refusal counted by code.
+  absl::StatusOr<v1::Stats> stats = t.client->GetStats(/*include_prometheus_text=*/true);
+  ASSERT_TRUE(stats.ok());
+  EXPECT_TRUE(absl::StrContains(stats->prometheus_text(),
+                                "topk_region_rpc_errors_total{code=\"INVALID_ARGUMENT\"} 4"))
+      << stats->prometheus_text();
+  // Well-formed bodies still work: a raw session opens, and its id lists.
+  const grpc::Status opened = RawOpenSession(t.client->channel(), "", &event);
+  EXPECT_EQ(opened.error_code(), grpc::StatusCode::CANCELLED) << opened.error_message();
+  v1::SessionEvent parsed;
+  ASSERT_TRUE(parsed.ParseFromString(event));
+  EXPECT_EQ(parsed.session_id().size(), 32u);
+  auto session = client::RegionSession::Open(*t.client);
+  ASSERT_TRUE(session.ok()) << session.status();
+  v1::ListRegionsRequest list;
+  list.set_session_id((*session)->id());
+  const RawReply listed =
+      RawUnary(t.client->channel(), "/topk.v1.TopK/ListRegions", list.SerializeAsString());
+  EXPECT_TRUE(listed.status.ok()) << listed.status.error_message();
 }
 
 }  // namespace

@@ -3,14 +3,22 @@
 # relocatable build of pack-gpu.sh carried in .carry/gpu. Logs, CSVs and the
 # PNG go to $OUT; a short table is printed last.
 #   tests:     the planner tests, the key-map device check, the whole GPU suite
-#              (every test on both kernel variants, Cta2x512 and Cta4x256)
+#              (every test on both kernel variants, Cta2x512 and Cta4x256, and
+#              on FP32, BF16 and FP16 rows: one process per type, in parallel)
 #   sanitizer: compute-sanitizer memcheck AND racecheck on every test that
 #              reaches band rescue, exact recovery, the re-scan fallbacks, the
-#              KV-split underfill, NaN rows and graph replays, both variants
+#              KV-split underfill, NaN rows and graph replays, both variants;
+#              the score types in TOPK_SANITIZE_DTYPES (default all three;
+#              racecheck: TOPK_RACECHECK_DTYPES, default the same), one
+#              process per type and tool, in parallel
 #   bench:     topk-bench-gpu on the 20-shape matrix (M 512..8192 x N 128K..1M,
 #              K = 2048) with its floor, the baseline build's binary on the same
 #              shapes when packed (bin/topk-bench-gpu-baseline), torch.topk on
 #              the same shapes, and the merged CSV and plot
+#   dtypes:    the 20-shape matrix on FP32 (with the baseline build when
+#              packed), BF16 and FP16 rows (the same scores rounded), torch.topk
+#              on FP32 and BF16 rows, merged by bench/gpu/dtype_table.py into
+#              h200_matrix_bf16.csv
 #   shortrows: the short-row crossover (N 4K..64K x M 256..8192, K 512 and
 #              2048, K 1024 at M = 4096): the short-row route forced against the
 #              selector with it off, on the same data, with the floor and
@@ -30,6 +38,9 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 # short-row route's re-scan fallback and infinity floods.
 sanitizer_filter='*RecoveryPathTest.*:*SanitizerSmall*:*NanRowsAndBadLengths*:*KvSplitGraphReplay*'
 sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*'
+# memcheck also takes 16-bit rows of every pattern through every route (the
+# general route included); racecheck: that kernel code is the rest's.
+extra_memcheck=':*HalfPrecisionTest.*'
 rc_all=0
 has() { [[ ",$steps," == *",$1,"* ]]; }
 
@@ -41,23 +52,44 @@ if has tests; then
     echo "cuda_planner_test rc=$?"
     "$bin/topk_cuda_key_maps_test" --gtest_brief=1
     echo "topk_cuda_key_maps_test rc=$?"
-    timeout 300 "$bin/topk_cuda_test"
-    echo "topk_cuda_test rc=$?"
+    # One process per score type (the suites are CPU-bound on the reference
+    # and the verifier); the type-free tests go with FP32.
+    for t in fp32 bf16 fp16; do
+      filter="*$t"
+      [ $t = fp32 ] && filter+=':CAbi.*'
+      (timeout "${TOPK_TEST_TIMEOUT:-300}" "$bin/topk_cuda_test" --gtest_filter="$filter" \
+        >"$OUT/tests_$t.log" 2>&1; echo "topk_cuda_test $t rc=$?" >>"$OUT/tests_$t.log") &
+    done
+    wait
+    cat "$OUT"/tests_fp32.log "$OUT"/tests_bf16.log "$OUT"/tests_fp16.log
+    rm -f "$OUT"/tests_*.log
   } >"$OUT/tests.log" 2>&1
   grep -E "^\[  (PASSED|FAILED|SKIPPED)|rc=|: sampled " "$OUT/tests.log" | tail -30
   grep -q "rc=[1-9]" "$OUT/tests.log" && rc_all=1
 fi
 
+# The filter restricted to one score type (test names end in it).
+typed_filter() { echo "$sanitizer_filter" | sed "s/:/$1:/g; s/\$/$1/"; }
 if has sanitizer; then
+  san_types=${TOPK_SANITIZE_DTYPES:-fp32,bf16,fp16}
+  race_types=${TOPK_RACECHECK_DTYPES:-$san_types}
+  san_timeout=${TOPK_SANITIZER_TIMEOUT:-300}
   {
-    echo "== memcheck"
-    timeout 240 "$sanitizer" --tool memcheck --leak-check no "$bin/topk_cuda_test" \
-      --gtest_filter="$sanitizer_filter"
-    echo "memcheck rc=$?"
-    echo "== racecheck"
-    timeout 300 "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
-      --gtest_filter="$sanitizer_filter"
-    echo "racecheck rc=$?"
+    for t in ${san_types//,/ }; do
+      (echo "== memcheck $t"
+       timeout "$san_timeout" "$sanitizer" --tool memcheck --leak-check no "$bin/topk_cuda_test" \
+         --gtest_filter="$(typed_filter "$t")$extra_memcheck$t"
+       echo "memcheck $t rc=$?") >"$OUT/san_memcheck_$t.log" 2>&1 &
+    done
+    for t in ${race_types//,/ }; do
+      (echo "== racecheck $t"
+       timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
+         --gtest_filter="$(typed_filter "$t")"
+       echo "racecheck $t rc=$?") >"$OUT/san_racecheck_$t.log" 2>&1 &
+    done
+    wait
+    cat "$OUT"/san_*.log
+    rm -f "$OUT"/san_*.log
   } >"$OUT/sanitizer.log" 2>&1
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|rc=|^\[  (PASSED|FAILED)" "$OUT/sanitizer.log"
   grep -q "rc=[1-9]" "$OUT/sanitizer.log" && rc_all=1
@@ -91,8 +123,40 @@ if has bench; then
   python3 bench/gpu/plot.py --ours "$OUT/ours.csv" --torch "$OUT/torch.csv" "${baseline_arg[@]}" \
     --out-csv "$OUT/h200_matrix.csv" --png "$OUT/h200_latency_vs_M.png" >>"$OUT/bench.log" 2>&1
   echo "plot rc=$?"
-  grep -E "^(baseline )?(# read|M=)|inexact|^#|^ *[0-9]+ +[0-9]+ " "$OUT/bench.log" |
+  grep -E "^(baseline )?(# read|(fp32 |bf16 |fp16 )?M=)|inexact|^#|^ *[0-9]+ +[0-9]+ " "$OUT/bench.log" |
     sed -E 's/  (exact|scan) [0-9.]+//g'
+fi
+if has dtypes; then
+  shapes=$(for n in 131072 262144 524288 1048576; do for m in 512 1024 2048 4096 8192; do
+    printf '%s:%s,' $m $n; done; done)
+  shapes=${shapes%,}
+  [ "$mode" = smoke ] && shapes=512:131072,4096:262144,2048:1048576
+  reps=${TOPK_BENCH_REPS:-10}
+  bt=${TOPK_BENCH_TIMEOUT:-120}
+  {
+    if [ -x "$bin/topk-bench-gpu-baseline" ]; then
+      timeout "$bt" "$bin/topk-bench-gpu-baseline" --csv "$OUT/baseline_fp32.csv" \
+        --shapes "$shapes" --reps "$reps" 2>&1 | sed 's/^/baseline /'
+      echo "baseline fp32 rc=${PIPESTATUS[0]}"
+    fi
+    for t in fp32 bf16 fp16; do
+      timeout "$bt" "$bin/topk-bench-gpu" --dtype=$t --exact=false --csv="$OUT/ours_$t.csv" \
+        --shapes="$shapes" --reps="$reps"
+      echo "bench $t rc=$?"
+    done
+    for t in fp32 bf16; do
+      timeout "$bt" python3 bench/gpu/torch_baseline.py --dtype $t --reps "$reps" \
+        --csv "$OUT/torch_$t.csv" --shapes "$shapes"
+      echo "torch $t rc=$?"
+    done
+    python3 bench/gpu/dtype_table.py --fp32 "$OUT/ours_fp32.csv" --bf16 "$OUT/ours_bf16.csv" \
+      --fp16 "$OUT/ours_fp16.csv" --baseline "$OUT/baseline_fp32.csv" \
+      --torch-fp32 "$OUT/torch_fp32.csv" --torch-bf16 "$OUT/torch_bf16.csv" \
+      --out-csv "$OUT/h200_matrix_bf16.csv"
+    echo "table rc=$?"
+  } >"$OUT/dtypes.log" 2>&1
+  grep -E "rc=|^# |^ *[0-9]+ +[0-9]+ " "$OUT/dtypes.log" | grep -v "^baseline"
+  grep -q "rc=[1-9]" "$OUT/dtypes.log" && rc_all=1
 fi
 if has shortrows; then
   raw=$(mktemp -d)

@@ -1,7 +1,9 @@
 """ZeroCopyClient over POSIX shared memory against a real topk-server (CPU
 backend): numpy rows, lengths and answers by reference, every answer checked
 for exactness (set-valued with ties, -1 sentinels, distinct in-range
-indices); and arrays outside the session's shared memory refused.
+indices), on a SelectPipeline stream and with unary calls; a request the
+server refuses raises with its status and the stream goes on; and arrays
+outside the session's shared memory refused.
 
 Usage: regions_shm_test.py --target unix:/path
 """
@@ -10,7 +12,9 @@ import sys
 
 import numpy as np
 
-from topk_client import RegionError, ZeroCopyClient
+import grpc
+
+from topk_client import RegionError, SelectError, ZeroCopyClient
 
 
 def check_row(row: np.ndarray, length: int, k: int, got: np.ndarray, values=None):
@@ -29,13 +33,10 @@ def check_row(row: np.ndarray, length: int, k: int, got: np.ndarray, values=None
         assert np.all(np.isnan(values[want:k])), "value sentinels"
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--target", required=True)
-    args = parser.parse_args()
+def run(target: str, call: str):
     rng = np.random.default_rng(7)
     m, n, k = 9, 5000, 100
-    with ZeroCopyClient(args.target) as topk:
+    with ZeroCopyClient(target, call=call) as topk:
         scores = topk.shared_array((m, n), np.float32)
         scores[:] = np.nan  # anything read past a row's length would fail the request
         lengths = rng.integers(0, n + 1, size=m).astype(np.int32)
@@ -71,7 +72,28 @@ def main():
             assert "shared_array" in str(e)
         names = [r.name for r in topk.session.list()]
         assert len(names) == 4, names
-    print("regions over shared memory: exact")
+
+        # A k over the server's max_k: refused with the unary call's status,
+        # and the next request on the same stream is answered.
+        try:
+            topk.select(scores, lengths, 100000)
+            raise AssertionError("k = 100000 was accepted")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e
+            assert "max_k" in e.details(), e.details()
+            assert isinstance(e, SelectError) == (call == "pipeline"), type(e)
+        indices = topk.select(scores, lengths, k)
+        for r in range(m):
+            check_row(scores[r], lengths[r], k, indices[r])
+    print(f"regions over shared memory ({call}): exact")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--target", required=True)
+    args = parser.parse_args()
+    for call in ("pipeline", "unary"):
+        run(args.target, call)
     return 0
 
 

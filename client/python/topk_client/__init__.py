@@ -22,7 +22,8 @@ Zero-copy (rows and answers by reference, the server on the same host):
 
 from topk_client.aio import AsyncTopKClient  # noqa: F401
 from topk_client.client import SelectResult, TopKClient, channel_options, pack_rows  # noqa: F401
-from topk_client.regions import RegionError, RegionSession, ZeroCopyClient  # noqa: F401
+from topk_client.regions import (  # noqa: F401
+    RegionError, RegionSession, SelectError, SelectPipeline, ZeroCopyClient)
 
 __all__ = ["TopKClient", "AsyncTopKClient", "SelectResult", "pack_rows", "channel_options",
-           "ZeroCopyClient", "RegionSession", "RegionError"]
+           "ZeroCopyClient", "RegionSession", "RegionError", "SelectError", "SelectPipeline"]

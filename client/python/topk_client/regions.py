@@ -14,8 +14,10 @@ memory shared with the server and travel by reference.
         indices = topk.select(scores, lengths, k=2048)          # scores: (M, N) cuda float32
         topk.select(scores, lengths, k=2048, out=indices)       # written in place
 
-The server must run with --enable_regions and see this process as local
-(loopback or a unix socket). Ordering: by default the inputs are ready when
+Each select goes on a SelectPipeline stream the client keeps open (one
+message each way per request, no per-call setup); call="unary" sends one
+unary Select per request instead. The server must run with --enable_regions
+and see this process as local (loopback or a unix socket). Ordering: by default the inputs are ready when
 the current CUDA stream reaches the call (an event recorded there is what
 the server waits on) and `out` is complete on that stream when select
 returns (the stream waits on the server's event). With ordering="host",
@@ -25,10 +27,12 @@ the stream is synchronised before the request instead.
 import ctypes
 import itertools
 import os
+import queue
 import threading
 from multiprocessing import shared_memory
 from typing import Optional, Sequence
 
+import grpc
 import numpy as np
 
 from topk_client.client import TopKClient, _decode, topk_pb2
@@ -77,6 +81,68 @@ def _cuda_ipc_handle(shared: bytes, what: str) -> bytes:
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor")
     raise RegionError(f"{what}: torch's sharing handle ({len(shared)} bytes, type "
                       f"{shared[1:2]!r}) is not a format this client knows")
+
+
+_STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+class SelectError(grpc.RpcError):
+    """A request a SelectPipeline answered with an error: code() and
+    details() as a failed unary call's grpc.RpcError."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self._code = _STATUS_CODES.get(code, grpc.StatusCode.UNKNOWN)
+        self._message = message
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._message
+
+    def __str__(self):
+        return f"{self._code.name}: {self._message}"
+
+
+class SelectPipeline:
+    """A SelectPipeline stream held open: call() sends one SelectRequest and
+    returns its SelectResponse (raising SelectError with the request's
+    status). One call at a time; a stream the server ended (idle past its
+    timeout) is reopened at the next call."""
+
+    def __init__(self, stub):
+        self._stub = stub
+        self._lock = threading.Lock()
+        self._requests = None
+        self._replies = None
+
+    def _open(self):
+        self._requests = queue.SimpleQueue()
+        self._replies = self._stub.SelectPipeline(iter(self._requests.get, None))
+
+    def call(self, request):
+        with self._lock:
+            if self._replies is None or self._replies.done():
+                self._open()
+            self._requests.put(request)
+            try:
+                reply = next(self._replies)
+            except StopIteration:
+                self._replies = None
+                raise SelectError(grpc.StatusCode.UNAVAILABLE.value[0],
+                                  "SelectPipeline: the server ended the stream")
+            if reply.code != 0:
+                raise SelectError(reply.code, reply.message)
+            return reply.response
+
+    def close(self):
+        with self._lock:
+            if self._replies is not None:
+                self._requests.put(None)  # half-close: the server ends the stream
+                for _ in self._replies:
+                    pass
+                self._replies = None
 
 
 class RegionSession:
@@ -134,9 +200,12 @@ class ZeroCopyClient:
     """A TopKClient plus a region session: select() takes torch CUDA tensors
     or numpy arrays from shared_array() and sends them by reference."""
 
-    def __init__(self, target: str = "127.0.0.1:50051", **client_kwargs):
+    def __init__(self, target: str = "127.0.0.1:50051", call: str = "pipeline", **client_kwargs):
+        if call not in ("pipeline", "unary"):
+            raise ValueError("call: 'pipeline' or 'unary'")
         self.client = TopKClient(target, **client_kwargs)
         self.session = RegionSession(self.client)
+        self._pipeline = SelectPipeline(self.client._stub) if call == "pipeline" else None
         self._names = itertools.count()
         self._lock = threading.Lock()
         self._cuda_regions = {}   # (device, handle) -> (name, byte_size)
@@ -144,6 +213,8 @@ class ZeroCopyClient:
         self._events = {}         # device -> (ready, done) torch.cuda.Event
 
     def close(self):
+        if self._pipeline is not None:
+            self._pipeline.close()  # its requests name the session: done first
         self.session.close()
         for region in self._host_regions:
             region.close()
@@ -291,7 +362,7 @@ class ZeroCopyClient:
             request.ordering.record_event = f"done{device.index}"
         else:
             stream.synchronize()
-        self.client._stub.Select(request)
+        self._send(request)
         if ordering == "event":
             stream.wait_event(done)
         return out
@@ -313,8 +384,13 @@ class ZeroCopyClient:
                 request.output.values.CopyFrom(self._host_ref(values, "values"))
         elif values is not None:
             raise RegionError("values: give out as well (or neither)")
-        response = self.client._stub.Select(request)
+        response = self._send(request)
         return out if out is not None else _decode(response).indices
+
+    def _send(self, request):
+        if self._pipeline is not None:
+            return self._pipeline.call(request)
+        return self.client._stub.Select(request)
 
     def _owns(self, array: np.ndarray) -> bool:
         return any(region.offset_of(array) is not None for region in self._host_regions)

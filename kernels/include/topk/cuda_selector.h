@@ -116,9 +116,10 @@ int64_t CudaSliceEntries(int32_t k);
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid);
 int64_t CudaKvRowEntries(int32_t k);
 
-// OkStatus for the score types the CUDA kernels serve (FP32); UNIMPLEMENTED,
-// naming the type, for the others, so a 16-bit batch is refused with a clear
-// status rather than read as floats. Checked by the planner and by every run.
+// OkStatus for the score types the CUDA kernels serve (FP32, BF16 and FP16,
+// every route); INVALID_ARGUMENT for a value that is no ScoreType. Checked by
+// the planner and by every run. Rows of a 16-bit type start on any 2-byte
+// boundary, FP32 rows on any 4-byte boundary.
 absl::Status CheckCudaScoreType(ScoreType dtype);
 
 // The planner: a pure host function (unit-tested without a device).

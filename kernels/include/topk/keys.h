@@ -174,12 +174,10 @@ TOPK_HD float CoarseCutoff(uint32_t b) {
 
 TOPK_HD float Bf16BitsToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
 
-// Exact FP16 -> FP32 in integer arithmetic (the host has no portable FP16
-// type; the device uses the conversion instruction).
-TOPK_HD float Fp16BitsToFloat(uint16_t h) {
-#if defined(__CUDA_ARCH__)
-  return __half2float(__ushort_as_half(h));
-#else
+// Exact FP16 -> FP32 in integer arithmetic: the definition (the host has no
+// portable FP16 type; tests/cuda checks the device's conversion against it
+// on all 2^16 patterns).
+TOPK_HD float Fp16BitsToFloatSoftware(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1Fu;
   uint32_t mantissa = h & 0x3FFu;
@@ -193,6 +191,14 @@ TOPK_HD float Fp16BitsToFloat(uint16_t h) {
     --e;
   }
   return BitsToFloat(sign | (e << 23) | ((mantissa & 0x3FFu) << 13));
+}
+
+// The same map; on the device one conversion instruction.
+TOPK_HD float Fp16BitsToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  return Fp16BitsToFloatSoftware(h);
 #endif
 }
 

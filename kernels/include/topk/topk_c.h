@@ -48,9 +48,8 @@ int topk_api_version(void);
  * FP32 scores. */
 int topk_plan_create(int device, int32_t k, int64_t max_rows, int64_t max_width, int layout,
                      unsigned options, topk_plan** plan);
-/* The same for scores of type `dtype` (a topk_dtype). This build's kernels
- * serve TOPK_DTYPE_FP32 only: the 16-bit types return
- * TOPK_ERROR_UNIMPLEMENTED. */
+/* The same for scores of type `dtype` (a topk_dtype): FP32, BF16 and FP16,
+ * every route; a value that is no topk_dtype is TOPK_ERROR_INVALID_ARGUMENT. */
 int topk_plan_create_v2(int device, int32_t k, int64_t max_rows, int64_t max_width, int layout,
                         int dtype, unsigned options, topk_plan** plan);
 void topk_plan_destroy(topk_plan* plan);

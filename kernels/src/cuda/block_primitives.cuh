@@ -1,11 +1,16 @@
 // Block-wide building blocks of the selector kernels: the boundary search over
 // a histogram (prefix scan), a bitonic sort, and the row streamer that every
-// full-row pass (certification, exact coarse histogram, re-scan) shares.
+// full-row pass (certification, exact coarse histogram, re-scan) shares, for
+// either row view of score_row.cuh.
 #pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "kernel_args.h"
+#include "score_row.cuh"
 #include "topk/keys.h"
 
 namespace topk::cuda {
@@ -172,61 +177,193 @@ __device__ __forceinline__ void BlockBitonicSort(uint64_t* a, uint32_t n) {
   }
 }
 
-// Streams a row of L floats with 16-byte loads (any 4-byte aligned start: a
-// scalar head up to the 16-byte boundary, a float4 body with kUnroll loads in
-// flight per thread, a scalar tail). f(float4 v, uint32_t index_of_v_x,
-// unsigned valid_lanes_mask) is called warp-uniformly (every lane of a warp
-// calls it the same number of times), so f may use warp votes. kB: threads per
-// CTA.
-template <int kB, int kUnroll, typename F>
-__device__ __forceinline__ void StreamRow(const float* __restrict__ row, uint32_t L, F&& f,
-                                          bool prefetch = false) {
+// How a 16-byte load becomes the phases' float4 groups: one group of 4 FP32
+// values, or two groups of 4 widened 16-bit values (element order: the low
+// half of each 32-bit word first). ok == false: the groups' valid masks are 0.
+struct UnpackF32 {
+  template <typename F>
+  __device__ __forceinline__ static void Emit(uint4 v, uint32_t idx, bool ok, F& f) {
+    f(make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z),
+                  __uint_as_float(v.w)),
+      idx, ok ? 0xFu : 0u);
+  }
+};
+struct UnpackBf16 {
+  __device__ __forceinline__ static float2 Pair(uint32_t w) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xFFFF0000u));
+  }
+  // The prefilter of StreamRowAtLeast: lo rounded down to the type (so
+  // widen(h) >= lo implies h >= it), in both halves of a word.
+  __device__ __forceinline__ static uint32_t Threshold(float lo) {
+    const uint32_t t = __bfloat16_as_ushort(__float2bfloat16_rd(lo));
+    return t | (t << 16);
+  }
+  // Whether one of the 8 values is >= the threshold or NaN (unordered >=,
+  // two values per instruction on sm_90).
+  __device__ __forceinline__ static bool AnyAtLeastOrNan(uint4 v, uint32_t t2) {
+    const __nv_bfloat162 t = Bits(t2);
+    return (__hgeu2_mask(Bits(v.x), t) | __hgeu2_mask(Bits(v.y), t) | __hgeu2_mask(Bits(v.z), t) |
+            __hgeu2_mask(Bits(v.w), t)) != 0u;
+  }
+  __device__ __forceinline__ static __nv_bfloat162 Bits(uint32_t w) {
+    __nv_bfloat162 h;
+    memcpy(&h, &w, sizeof(h));
+    return h;
+  }
+  // lo rounded up to the type (NaN stays NaN), in both halves: for every
+  // BF16 h, widen(h) >= lo <=> h >= it (StreamAdmit's exact masks).
+  __device__ __forceinline__ static uint32_t ExactThreshold(float lo) {
+    const uint32_t u = __float_as_uint(lo);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC07FC0u;
+    const uint32_t t = (u >> 16) + ((u & 0xFFFFu) != 0u && (u & 0x80000000u) == 0u ? 1u : 0u);
+    return t | (t << 16);
+  }
+  template <typename F>
+  __device__ __forceinline__ static void Emit(uint4 v, uint32_t idx, bool ok, F& f) {
+    // The second group is widened after the first is consumed (fewer live
+    // registers in the main pass).
+    const float2 a = Pair(v.x), b = Pair(v.y);
+    f(make_float4(a.x, a.y, b.x, b.y), idx, ok ? 0xFu : 0u);
+    const float2 c = Pair(v.z), d = Pair(v.w);
+    f(make_float4(c.x, c.y, d.x, d.y), idx + 4u, ok ? 0xFu : 0u);
+  }
+};
+struct UnpackFp16 {
+  __device__ __forceinline__ static float2 Pair(uint32_t w) { return __half22float2(Bits(w)); }
+  __device__ __forceinline__ static uint32_t Threshold(float lo) {
+    const uint32_t t = __half_as_ushort(__float2half_rd(lo));
+    return t | (t << 16);
+  }
+  __device__ __forceinline__ static bool AnyAtLeastOrNan(uint4 v, uint32_t t2) {
+    const __half2 t = Bits(t2);
+    return (__hgeu2_mask(Bits(v.x), t) | __hgeu2_mask(Bits(v.y), t) | __hgeu2_mask(Bits(v.z), t) |
+            __hgeu2_mask(Bits(v.w), t)) != 0u;
+  }
+  __device__ __forceinline__ static __half2 Bits(uint32_t w) {
+    __half2 h;
+    memcpy(&h, &w, sizeof(h));
+    return h;
+  }
+  __device__ __forceinline__ static uint32_t ExactThreshold(float lo) {
+    const uint32_t t = __half_as_ushort(__float2half_ru(lo));
+    return t | (t << 16);
+  }
+  template <typename F>
+  __device__ __forceinline__ static void Emit(uint4 v, uint32_t idx, bool ok, F& f) {
+    // The second group is widened after the first is consumed (fewer live
+    // registers in the main pass).
+    const float2 a = Pair(v.x), b = Pair(v.y);
+    f(make_float4(a.x, a.y, b.x, b.y), idx, ok ? 0xFu : 0u);
+    const float2 c = Pair(v.z), d = Pair(v.w);
+    f(make_float4(c.x, c.y, d.x, d.y), idx + 4u, ok ? 0xFu : 0u);
+  }
+};
+
+// The body of StreamRow for one element type (Unpack). kFilter: a 16-byte
+// load none of whose values is >= the packed threshold t2 or NaN is skipped
+// by the whole warp (the vote keeps f's calls warp-uniform).
+template <int kB, int kUnroll, typename Unpack, bool kFilter, typename Row, typename F>
+__device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bool prefetch,
+                                            uint32_t t2) {
+  constexpr uint32_t kV = Row::kPerLoad;
   const uint32_t tid = threadIdx.x;
-  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row) >> 2) & 3u;
-  const uint32_t head = min(L, (4u - mis) & 3u);
-  const uint32_t n4 = (L - head) >> 2;
-  const float4* body = reinterpret_cast<const float4*>(row + head);
+  const uint32_t head = HeadElements(row, L);
+  const uint32_t nv = (L - head) / kV;
+  const uint4* body = reinterpret_cast<const uint4*>(row.p + head);
   constexpr uint32_t kStep = kB * kUnroll;
-  const uint32_t full_end = n4 / kStep * kStep;
+  const uint32_t full_end = nv / kStep * kStep;
   for (uint32_t base = 0; base < full_end; base += kStep) {
     // More bytes in flight than the registers hold: the chunk kPrefetchChunks
     // steps ahead goes to L2 now (a few microseconds before its loads).
     if (prefetch && threadIdx.x == 0 && base + (kPrefetchChunks + 1) * kStep <= full_end) {
       PrefetchL2(body + base + kPrefetchChunks * kStep, kStep * 16u);
     }
-    float4 v[kUnroll];
+    uint4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kB + tid);
+    unsigned hit = (1u << kUnroll) - 1u;
+    if constexpr (kFilter) {
+      hit = 0u;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) f(v[u], head + 4u * (base + u * kB + tid), 0xFu);
+      for (int u = 0; u < kUnroll; ++u) hit |= Unpack::AnyAtLeastOrNan(v[u], t2) ? 1u << u : 0u;
+      hit = __reduce_or_sync(kFullMask, hit);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if ((hit >> u) & 1u) Unpack::Emit(v[u], head + kV * (base + u * kB + tid), true, f);
+    }
   }
-  for (uint32_t base = full_end; base < n4; base += kB) {
+  for (uint32_t base = full_end; base < nv; base += kB) {
     const uint32_t i = base + tid;
-    const bool ok = i < n4;
-    const float4 v = ok ? __ldcg(body + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-    f(v, head + 4u * i, ok ? 0xFu : 0u);
+    const bool ok = i < nv;
+    const uint4 v = ok ? __ldcg(body + i) : make_uint4(0u, 0u, 0u, 0u);
+    bool hit = true;
+    if constexpr (kFilter) hit = __any_sync(kFullMask, ok && Unpack::AnyAtLeastOrNan(v, t2));
+    if (hit) Unpack::Emit(v, head + kV * i, ok, f);
   }
-  const uint32_t tail0 = head + 4u * n4;
+  // Head and tail hold fewer than kV elements each: one per lane of warp 0.
+  const uint32_t tail0 = head + kV * nv;
   const uint32_t ntail = L - tail0;
   if (tid < 32) {
     const uint32_t i = tid < head ? tid : tail0 + (tid - head);
     const bool ok = tid < head + ntail;
-    const float x = ok ? __ldcg(row + i) : 0.f;
+    const float x = ok ? row.At(i) : 0.f;
     f(make_float4(x, 0.f, 0.f, 0.f), i, ok ? 1u : 0u);
+  }
+}
+
+// Streams a row of L scores with 16-byte loads (any element-aligned start: a
+// scalar head up to the 16-byte boundary, a body of 16-byte loads with
+// kUnroll in flight per thread, a scalar tail), widened to FP32 (score_row.cuh).
+// f(float4 v, uint32_t index_of_v_x, unsigned valid_lanes_mask) is called
+// warp-uniformly (every lane of a warp calls it the same number of times), so
+// f may use warp votes. kB: threads per CTA.
+template <int kB, int kUnroll, typename F>
+__device__ __forceinline__ void StreamRow(const F32Row& row, uint32_t L, F&& f,
+                                          bool prefetch = false) {
+  StreamRowAs<kB, kUnroll, UnpackF32, false>(row, L, f, prefetch, 0u);
+}
+// 16-bit rows: the type branch is taken once per row, outside the loop.
+template <int kB, int kUnroll, typename F>
+__device__ __forceinline__ void StreamRow(const Half16Row& row, uint32_t L, F&& f,
+                                          bool prefetch = false) {
+  if (row.fp16) {
+    StreamRowAs<kB, kUnroll, UnpackFp16, false>(row, L, f, prefetch, 0u);
+  } else {
+    StreamRowAs<kB, kUnroll, UnpackBf16, false>(row, L, f, prefetch, 0u);
+  }
+}
+
+// StreamRow for passes that only act on values x >= lo (and on NaN): f may
+// be skipped for 16-byte loads that hold neither. 16-bit rows test a load's
+// 8 values with 4 packed compares before widening any (a row's streaming
+// pass is otherwise bound by per-value instructions at 2 bytes a value);
+// FP32 rows call f for every load, as StreamRow.
+template <int kB, int kUnroll, typename F>
+__device__ __forceinline__ void StreamRowAtLeast(const F32Row& row, uint32_t L, float, F&& f,
+                                                 bool prefetch = false) {
+  StreamRowAs<kB, kUnroll, UnpackF32, false>(row, L, f, prefetch, 0u);
+}
+template <int kB, int kUnroll, typename F>
+__device__ __forceinline__ void StreamRowAtLeast(const Half16Row& row, uint32_t L, float lo, F&& f,
+                                                 bool prefetch = false) {
+  if (row.fp16) {
+    StreamRowAs<kB, kUnroll, UnpackFp16, true>(row, L, f, prefetch, UnpackFp16::Threshold(lo));
+  } else {
+    StreamRowAs<kB, kUnroll, UnpackBf16, true>(row, L, f, prefetch, UnpackBf16::Threshold(lo));
   }
 }
 
 // Prefetches the first kPrefetchChunks steps (kUnroll = 4) of a row's body to
 // L2 while the CTA (kB threads) is busy with the latency-bound proposal. One
 // thread.
-template <int kB>
-__device__ __forceinline__ void PrefetchRowHead(const float* row, uint32_t L) {
-  const uint32_t mis = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(row) >> 2) & 3u;
-  const uint32_t head = min(L, (4u - mis) & 3u);
-  const uint32_t n4 = (L - head) >> 2;
-  const uint32_t chunk4 = kB * 4u;
-  const uint32_t want4 = min(n4 / chunk4 * chunk4, kPrefetchChunks * chunk4);
-  if (want4 > 0) PrefetchL2(row + head, want4 * 16u);
+template <int kB, typename Row>
+__device__ __forceinline__ void PrefetchRowHead(const Row& row, uint32_t L) {
+  const uint32_t head = HeadElements(row, L);
+  const uint32_t nv = (L - head) / Row::kPerLoad;
+  const uint32_t chunk = kB * 4u;
+  const uint32_t want = min(nv / chunk * chunk, kPrefetchChunks * chunk);
+  if (want > 0) PrefetchL2(row.Address(head), want * 16u);
 }
 
 }  // namespace topk::cuda

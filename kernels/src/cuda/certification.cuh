@@ -22,22 +22,21 @@ namespace topk::cuda {
 // Writes each warp's segment count to warp_count[warp], the global entries'
 // count to *spill and the smallest admitted key to *neg_min_key
 // (PublishMinKey; both zeroed by the caller). kB: threads per CTA.
-template <int kB, int kUnroll>
-__device__ __noinline__ void AdmitToSegments(const float* __restrict__ row, uint32_t L, float lo,
-                                             const Frontier f, uint32_t* warp_count,
-                                             uint32_t* spill, uint32_t* neg_min_key,
-                                             uint32_t* nan_flag, bool prefetch) {
+template <int kB, int kUnroll, typename Row>
+__device__ __noinline__ void AdmitToSegments(const Row row, uint32_t L, float lo, const Frontier f,
+                                             uint32_t* warp_count, uint32_t* spill,
+                                             uint32_t* neg_min_key, uint32_t* nan_flag,
+                                             bool prefetch) {
   unsigned nan = 0;
   uint32_t n = 0;  // warp-uniform
   uint32_t min_key = 0xFFFFFFFFu;
   const uint32_t seg = f.s_cap / (kB / 32);
-  StreamRow<kB, kUnroll>(
-      row, L,
-      [&](float4 v, uint32_t idx0, unsigned valid) {
-        const unsigned m = AtLeastMask(v, lo) & valid;
-        nan |= NanMask(v) & valid;
+  StreamAdmit<kB, kUnroll>(
+      row, L, lo,
+      [&](const auto& group, uint32_t idx0, unsigned m, unsigned nan_mask) {
+        nan |= nan_mask;
         if (__any_sync(kFullMask, m != 0)) {
-          AppendQuadToSegment(v, idx0, m, f, seg, n, spill, min_key);
+          AppendGroupToSegment(group, idx0, m, f, seg, n, spill, min_key);
         }
       },
       prefetch);
@@ -112,15 +111,14 @@ __device__ __noinline__ uint32_t CompactSegments(const Frontier f, uint32_t* war
 // appends to f through the shared count (the band pass after an underfilled
 // main pass; kSegment: a KV-split segment CTA appending to its row's buffer).
 // Also publishes the smallest admitted key to *neg_min_key (PublishMinKey).
-template <int kB, bool kBand, bool kSegment = false, int kUnroll = 4>
-__device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L, float lo,
-                                       float hi, const Frontier f, uint32_t* count,
-                                       uint32_t* neg_min_key, uint32_t* nan_flag, bool prefetch,
-                                       uint32_t idx_base = 0) {
+template <int kB, bool kBand, bool kSegment = false, int kUnroll = 4, typename Row>
+__device__ __noinline__ void AdmitPass(const Row row, uint32_t L, float lo, float hi,
+                                       const Frontier f, uint32_t* count, uint32_t* neg_min_key,
+                                       uint32_t* nan_flag, bool prefetch, uint32_t idx_base = 0) {
   unsigned nan = 0;
   uint32_t min_key = 0xFFFFFFFFu;
-  StreamRow<kB, kUnroll>(
-      row, L,
+  StreamRowAtLeast<kB, kUnroll>(
+      row, L, lo,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         unsigned m = AtLeastMask(v, lo);
         if (kBand) m &= ~AtLeastMask(v, hi);
@@ -139,9 +137,9 @@ __device__ __noinline__ void AdmitPass(const float* __restrict__ row, uint32_t L
 // bits, s.hist_top). On entry s.spill, s.neg_min_key and s.hist are zero (with
 // a barrier since); on exit s.count is the admitted count (shared + global)
 // and the shared part holds s.warp_count[kWarps] entries.
-template <int kB, int kU>
-__device__ __forceinline__ void AdmitMain(SharedState<kB>& s, const float* __restrict__ row,
-                                          uint32_t L, float t, const Frontier& fa, bool prefetch) {
+template <int kB, int kU, typename Row>
+__device__ __forceinline__ void AdmitMain(SharedState<kB>& s, const Row& row, uint32_t L, float t,
+                                          const Frontier& fa, bool prefetch) {
   AdmitToSegments<kB, kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, prefetch);
   __syncthreads();
   const int top = CommonKeyBits(~s.neg_min_key, Key32(t));

@@ -29,6 +29,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.sample_run = config.sample_run;
   p.sorted = plan.options.sorted ? 1 : 0;
   p.deterministic = plan.options.deterministic ? 1 : 0;
+  p.dtype = static_cast<int32_t>(plan.shape.dtype);
   p.prefetch = config.l2_prefetch ? 1 : 0;
   // The planner picked the variant (threads per CTA); the KV-split kernel
   // always runs the 512-thread one.
@@ -77,7 +78,16 @@ absl::Status CheckRun(const Plan& plan, const RowBatch& batch, const OutputView&
   if (batch.num_rows == 0) return absl::OkStatus();
   if (out.indices == nullptr) return absl::InvalidArgumentError("indices: null pointer");
   if (batch.lengths == nullptr) return absl::InvalidArgumentError("lengths: null pointer");
-  if (batch.scores == nullptr) return absl::InvalidArgumentError("scores: null pointer");
+  const bool wide = batch.dtype == ScoreType::kFloat32;
+  const void* scores = wide ? static_cast<const void*>(batch.scores) : batch.scores16;
+  const char* field = wide ? "scores" : "scores16";
+  if (scores == nullptr)
+    return absl::InvalidArgumentError(absl::StrFormat("%s: null pointer", field));
+  if ((wide ? batch.scores16 != nullptr : batch.scores != nullptr)) {
+    return absl::InvalidArgumentError(absl::StrFormat("%s: set for a %s batch (use %s)",
+                                                      wide ? "scores16" : "scores",
+                                                      ScoreTypeName(batch.dtype), field));
+  }
   if (batch.layout == Layout::kPitched && batch.pitch < batch.width) {
     return absl::InvalidArgumentError(
         absl::StrFormat("pitch = %d: must be >= width = %d", batch.pitch, batch.width));
@@ -85,15 +95,20 @@ absl::Status CheckRun(const Plan& plan, const RowBatch& batch, const OutputView&
   if (batch.layout == Layout::kPacked && batch.row_offsets == nullptr) {
     return absl::InvalidArgumentError("row_offsets: null pointer for a packed layout");
   }
-  if ((reinterpret_cast<uintptr_t>(batch.scores) & 3u) != 0) {
-    return absl::InvalidArgumentError("scores: not 4-byte aligned");
+  // Rows start anywhere on the element grid (pitch and offsets count
+  // elements), so the base alignment is every row's.
+  const uintptr_t element_bytes = static_cast<uintptr_t>(ScoreTypeBytes(batch.dtype));
+  if ((reinterpret_cast<uintptr_t>(scores) & (element_bytes - 1u)) != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: not %d-byte aligned (%s elements)", field, element_bytes, ScoreTypeName(batch.dtype)));
   }
   return absl::OkStatus();
 }
 
 cuda::DeviceArgs MakeArgs(const RowBatch& batch, const OutputView& out) {
   cuda::DeviceArgs a;
-  a.scores = batch.scores;
+  a.scores = batch.dtype == ScoreType::kFloat32 ? static_cast<const void*>(batch.scores)
+                                                : static_cast<const void*>(batch.scores16);
   a.pitch = batch.pitch;
   a.row_offsets = batch.row_offsets;
   a.lengths = batch.lengths;

@@ -17,9 +17,9 @@ namespace topk::cuda {
 // Exact coarse recovery, pass 1: the coarse histogram of the whole valid row
 // (NaN flagged, not counted). Lanes with equal bins aggregate through
 // AggregatedCount, so constant or one-bin rows do not serialise on one counter.
-template <int kB>
-__device__ __noinline__ void CoarseHistPass(const float* __restrict__ row, uint32_t L,
-                                            uint32_t* hist, uint32_t* nan_flag) {
+template <int kB, typename Row>
+__device__ __noinline__ void CoarseHistPass(const Row row, uint32_t L, uint32_t* hist,
+                                            uint32_t* nan_flag) {
   unsigned nan = 0;
   StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
     const unsigned nm = NanMask(v) & valid;
@@ -36,9 +36,9 @@ __device__ __noinline__ void CoarseHistPass(const float* __restrict__ row, uint3
 // Exact coarse recovery: the coarse bin tau* whose prefix reaches K over the
 // whole row gives a cutoff that certifies by construction. Leaves the admitted
 // set in fa / s.hist like the sampled pass. Returns the cutoff.
-template <int kB, int kU>
-__device__ __noinline__ float ExactCandidates(SharedState<kB>& s, const float* __restrict__ row,
-                                              uint32_t L, uint32_t k, const Frontier& fa) {
+template <int kB, int kU, typename Row>
+__device__ __noinline__ float ExactCandidates(SharedState<kB>& s, const Row row, uint32_t L,
+                                              uint32_t k, const Frontier& fa) {
   // Every thread has read the sampled pass's count (the need_exact decision)
   // before thread 0 resets it.
   __syncthreads();

@@ -25,7 +25,7 @@ inline constexpr int kShortRowMaxK = 4096;
 // Per-call arguments. Passed by value for Run(), or read from device memory
 // (refreshed by one captured H2D copy) for graph replays.
 struct DeviceArgs {
-  const float* scores = nullptr;
+  const void* scores = nullptr;  // elements of the plan's ScoreType (KernelParams::dtype)
   int64_t pitch = 0;
   const int64_t* row_offsets = nullptr;
   const int32_t* lengths = nullptr;
@@ -44,6 +44,9 @@ struct KernelParams {
   int32_t sample_run = 1;
   int32_t sorted = 0;
   int32_t deterministic = 0;
+  // ScoreType of the rows: picks the kernel's row view (FP32 or 16-bit) and,
+  // for 16-bit rows, BF16 or FP16 widening.
+  int32_t dtype = 0;
   int32_t prefetch = 0;  // L2 bulk prefetch ahead of the certification pass
   int64_t min_sampled_length = 0;
   int64_t slice_entries = 0;            // G: global overflow entries per slice

@@ -20,6 +20,13 @@ __device__ __forceinline__ int CommonKeyBits(uint32_t min_key, uint32_t max_key)
   return min(same, kMaxCommonKeyBits);
 }
 __device__ __forceinline__ int KeyLevels(int top) { return (32 - top + 10) / 11; }
+// The key levels that hold at least one of the key's bits above its lowest
+// `constant` bits (the same in every key of one sign; the sign is bit 31,
+// resolved by level 0). At least level 0.
+__device__ __forceinline__ int SignificantKeyLevels(int top, int constant) {
+  const int bits = 32 - top - constant;
+  return bits <= 0 ? 1 : min(KeyLevels(top), (bits + 10) / 11);
+}
 __device__ __forceinline__ int LevelBits(int j, int top) {
   const int r = 32 - top - 11 * j;  // key bits not yet resolved
   if (r > 0) return min(11, r);

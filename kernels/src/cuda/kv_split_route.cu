@@ -15,6 +15,7 @@ namespace {
 // Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
 // to SelectRow on one CTA, which is exact on its own. Always the 512-thread
 // variant (few rows: nothing to overlap across CTAs of one SM).
+template <typename Row>
 __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlocks)
     KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                   const KernelParams p) {
@@ -35,11 +36,11 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   uint64_t* sort_buf = c.sort_buf;
   const int64_t length = a.lengths[r];
   if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length) {
-    if (seg == 0) SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (seg == 0) SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
-  const float* row = RowScores(a, r);
+  const Row row = RowOf<Row>(a, p, r);
   auto* headers = reinterpret_cast<RowHeader*>(p.row_state);
   auto* bufs = reinterpret_cast<uint32_t*>(p.row_state + RowStateZeroBytes(p.max_rows));
   RowHeader& rh = headers[r];
@@ -57,7 +58,7 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
   const Boundary b0 = FindBoundary<kB>(s.hist, kCoarseBins, q0, s.scratch);
   if (b0.total < q1) {
-    if (seg == 0) SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    if (seg == 0) SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   if (tid < 32) {
@@ -67,11 +68,13 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   ClearHist(s);
   __syncthreads();
   const float t0 = s.t0;
-  const uint64_t chunk = ((static_cast<uint64_t>(L) + p.split - 1) / p.split + 3u) & ~uint64_t{3};
+  // Segments of whole 16-byte loads (relative to the row start).
+  constexpr uint64_t kV = Row::kPerLoad;
+  const uint64_t chunk = ((static_cast<uint64_t>(L) + p.split - 1) / p.split + kV - 1) & ~(kV - 1);
   const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
   const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
   if (beg < end) {
-    AdmitPass<kB, false, true, kU>(row + beg, end - beg, t0, 0.f, shared_front, &rh.count,
+    AdmitPass<kB, false, true, kU>(row.From(beg), end - beg, t0, 0.f, shared_front, &rh.count,
                                    &rh.neg_min_key, &rh.nan, p.prefetch != 0, beg);
   }
   __threadfence();
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
     return;
   }
   if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
-    SelectRow<kB, kU>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
   // s.hist is still zero (cleared before the segment pass): the level-0
@@ -123,8 +126,12 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
 }  // namespace
 
 cudaError_t ConfigureKvSplitRoute() {
-  return cudaFuncSetAttribute(KvSplitKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(PersistentSharedBytes(kThreads)));
+  const int smem = static_cast<int>(PersistentSharedBytes(kThreads));
+  const cudaError_t e = cudaFuncSetAttribute(KvSplitKernel<F32Row>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(KvSplitKernel<Half16Row>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              smem);
 }
 
 cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
@@ -136,7 +143,11 @@ cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
   e = cudaMemsetAsync(params.row_state, 0, RowStateZeroBytes(params.max_rows), stream);
   if (e != cudaSuccess) return e;
   const size_t smem = PersistentSharedBytes(kThreads);
-  KvSplitKernel<<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
+    KvSplitKernel<F32Row><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  } else {
+    KvSplitKernel<Half16Row><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+  }
   return cudaGetLastError();
 }
 

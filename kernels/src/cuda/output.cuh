@@ -12,10 +12,10 @@ namespace topk::cuda {
 
 // Writes the row: count committed indices then kEmptySlot. Sorted: value
 // descending, ties by index; deterministic unsorted: index ascending.
-template <int kB>
-__device__ __noinline__ void FinalizeRow(const float* __restrict__ row, const uint32_t* out,
-                                         uint32_t count, int32_t* __restrict__ out_row, uint32_t k,
-                                         bool sorted, bool deterministic, uint64_t* sort_buf) {
+template <int kB, typename Row>
+__device__ __noinline__ void FinalizeRow(const Row row, const uint32_t* out, uint32_t count,
+                                         int32_t* __restrict__ out_row, uint32_t k, bool sorted,
+                                         bool deterministic, uint64_t* sort_buf) {
   const uint32_t tid = threadIdx.x;
   if (sorted || deterministic) {
     uint32_t n = 1;
@@ -24,7 +24,7 @@ __device__ __noinline__ void FinalizeRow(const float* __restrict__ row, const ui
       uint64_t v = ~0ull;
       if (i < count) {
         const uint32_t idx = out[i];
-        v = sorted ? ((static_cast<uint64_t>(Key32(row[idx])) << 32) | idx) : idx;
+        v = sorted ? ((static_cast<uint64_t>(Key32(row.At(idx))) << 32) | idx) : idx;
       }
       sort_buf[i] = v;
     }

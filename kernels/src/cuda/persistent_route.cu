@@ -1,5 +1,6 @@
 // The persistent route (docs/design.md section 3): one CTA (512 threads x 2
-// per SM, or 256 x 4: the kB template parameter of every device helper) owns
+// per SM, or 256 x 4: the kB template parameter of every device helper; FP32
+// or 16-bit rows: the Row view of score_row.cuh) owns
 // a row through all phases (SelectRow); the grid is the device's resident
 // CTAs; the first wave takes rows by block id, later rows are claimed from a
 // device counter that the last CTA to finish resets (and that the launcher
@@ -36,7 +37,7 @@ __device__ __forceinline__ void RestoreRowCounters(const KernelParams& p) {
   }
 }
 
-template <int kB>
+template <int kB, typename Row>
 __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
     PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                            const KernelParams p) {
@@ -50,7 +51,7 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
   uint64_t* sort_buf = c.sort_buf;
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
-    SelectRow<kB, kAdmitUnroll>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     r = ClaimNextRow(s, p);
   }
   RestoreRowCounters(p);
@@ -63,24 +64,56 @@ size_t PersistentSharedBytes(int block) {
                                 : VariantSharedBytes<kThreads>();
 }
 
-cudaError_t ConfigurePersistentRoute() {
-  const cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<kThreads>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(PersistentSharedBytes(kThreads)));
+namespace {
+
+// Both row views of one variant share its launch bounds and shared memory.
+template <int kB>
+cudaError_t ConfigureVariant() {
+  const int smem = static_cast<int>(PersistentSharedBytes(kB));
+  const cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<kB, F32Row>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(PersistentSelectKernel<kSmallThreads>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(PersistentSharedBytes(kSmallThreads)));
+  return cudaFuncSetAttribute(PersistentSelectKernel<kB, Half16Row>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+}
+
+// The smaller residency of the variant's two row views (equal in practice:
+// the launch bounds fix the registers).
+template <int kB>
+cudaError_t VariantOccupancy(int* ctas_per_sm) {
+  const size_t smem = PersistentSharedBytes(kB);
+  int f32 = 0, half = 0;
+  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &f32, PersistentSelectKernel<kB, F32Row>, kB, smem);
+  if (e != cudaSuccess) return e;
+  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&half, PersistentSelectKernel<kB, Half16Row>,
+                                                    kB, smem);
+  *ctas_per_sm = f32 < half ? f32 : half;
+  return e;
+}
+
+template <int kB>
+void LaunchVariant(const DeviceArgs& args, const DeviceArgs* dev_args, const KernelParams& params,
+                   int grid, cudaStream_t stream) {
+  const size_t smem = PersistentSharedBytes(kB);
+  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
+    PersistentSelectKernel<kB, F32Row><<<grid, kB, smem, stream>>>(args, dev_args, params);
+  } else {
+    PersistentSelectKernel<kB, Half16Row><<<grid, kB, smem, stream>>>(args, dev_args, params);
+  }
+}
+
+}  // namespace
+
+cudaError_t ConfigurePersistentRoute() {
+  const cudaError_t e = ConfigureVariant<kThreads>();
+  if (e != cudaSuccess) return e;
+  return ConfigureVariant<kSmallThreads>();
 }
 
 cudaError_t PersistentOccupancy(int block, int* ctas_per_sm) {
-  if (block == kSmallThreads) {
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        ctas_per_sm, PersistentSelectKernel<kSmallThreads>, kSmallThreads,
-        PersistentSharedBytes(kSmallThreads));
-  }
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      ctas_per_sm, PersistentSelectKernel<kThreads>, kThreads, PersistentSharedBytes(kThreads));
+  return block == kSmallThreads ? VariantOccupancy<kSmallThreads>(ctas_per_sm)
+                                : VariantOccupancy<kThreads>(ctas_per_sm);
 }
 
 cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
@@ -90,12 +123,10 @@ cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
   if (params.block == kSmallThreads && params.k > kSmallMaxK) return cudaErrorInvalidValue;
   cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
   if (e != cudaSuccess) return e;
-  const size_t smem = PersistentSharedBytes(params.block);
   if (params.block == kSmallThreads) {
-    PersistentSelectKernel<kSmallThreads>
-        <<<grid, kSmallThreads, smem, stream>>>(args, dev_args, params);
+    LaunchVariant<kSmallThreads>(args, dev_args, params, grid, stream);
   } else {
-    PersistentSelectKernel<kThreads><<<grid, kThreads, smem, stream>>>(args, dev_args, params);
+    LaunchVariant<kThreads>(args, dev_args, params, grid, stream);
   }
   return cudaGetLastError();
 }

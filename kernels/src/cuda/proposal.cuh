@@ -17,10 +17,11 @@ namespace topk::cuda {
 // 16 loads in flight per thread (a 1M row's 16K samples in two round trips);
 // plain shared atomics: the samples spread over many bins, and any warp-level
 // aggregation measured slower here (bench/NOTES.md).
-template <int kB>
-__device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint32_t L,
-                                             int64_t row_id, int stride, int log2_run,
-                                             uint32_t* hist) {
+// The sampling loop on a view whose element type is fixed at compile time
+// (WithTypedRow), so the 16 loads issue before any value is widened.
+template <int kB, typename TypedRow>
+__device__ __forceinline__ void SampleHistogramOf(const TypedRow& row, uint32_t L, int64_t row_id,
+                                                  int stride, int log2_run, uint32_t* hist) {
   const uint32_t run = 1u << log2_run;
   const uint32_t group = static_cast<uint32_t>(stride) << log2_run;
   const uint32_t offset = static_cast<uint32_t>(SamplePhase(row_id, stride)) << log2_run;
@@ -32,13 +33,21 @@ __device__ __noinline__ void SampleHistogram(const float* __restrict__ row, uint
     for (int u = 0; u < kUnroll; ++u) {
       const uint32_t t = t0 + u * kB + threadIdx.x;
       const uint32_t i = (t >> log2_run) * group + offset + (t & (run - 1));
-      x[u] = t < total && i < L ? __ldcg(row + i) : BitsToFloat(0x7FC00000u);
+      x[u] = t < total && i < L ? row.At(i) : BitsToFloat(0x7FC00000u);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       if (!IsNan(x[u])) atomicAdd(&hist[Coarse(x[u])], 1u);
     }
   }
+}
+
+template <int kB, typename Row>
+__device__ __noinline__ void SampleHistogram(const Row row, uint32_t L, int64_t row_id, int stride,
+                                             int log2_run, uint32_t* hist) {
+  WithTypedRow(row, [&](const auto& typed) {
+    SampleHistogramOf<kB>(typed, L, row_id, stride, log2_run, hist);
+  });
 }
 
 }  // namespace topk::cuda

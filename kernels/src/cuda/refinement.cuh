@@ -43,10 +43,9 @@ __device__ __noinline__ void FrontierDigitHist(const Frontier f, uint32_t from, 
 // The leading-digit histogram of {x >= cut} by re-scanning the row: for a
 // frontier larger than its stores (constant / one-bin rows). Synchronises on
 // exit.
-template <int kB>
-__device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint32_t L, float cut,
-                                             uint32_t* hist) {
-  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t, unsigned valid) {
+template <int kB, typename Row>
+__device__ __noinline__ void RescanDigitHist(const Row row, uint32_t L, float cut, uint32_t* hist) {
+  StreamRowAtLeast<kB, 2>(row, L, cut, [&](float4 v, uint32_t, unsigned valid) {
     const unsigned m = AtLeastMask(v, cut) & valid;
     if (__any_sync(kFullMask, m != 0u)) {
 #pragma unroll
@@ -70,13 +69,17 @@ __device__ __noinline__ void RescanDigitHist(const float* __restrict__ row, uint
 // share a level's prefix). Returns the number of re-scanned levels. State:
 // any CTA state with hist, scratch, next_count and tie_count (SharedState, or
 // the short-row route's).
-template <int kB, typename State>
-__device__ __noinline__ uint32_t Refine(State& s, const float* __restrict__ row, uint32_t L,
-                                        float cut, float hi, uint32_t C, const Frontier fa,
-                                        const Frontier fb, uint32_t k, bool deterministic, int top,
-                                        RefineOut ro) {
+template <int kB, typename State, typename Row>
+__device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, float cut, float hi,
+                                        uint32_t C, const Frontier fa, const Frontier fb,
+                                        uint32_t k, bool deterministic, int top, RefineOut ro) {
   const uint32_t tid = threadIdx.x;
-  const int levels = KeyLevels(top) + (deterministic ? 3 : 0);
+  // Deterministic: every key level, then the index levels. Otherwise only
+  // the key levels that hold variable bits (16-bit rows' widened keys end in
+  // sign-fixed bits): equal digits on the last one are equal keys, any of
+  // which may take the remaining slots.
+  const int levels =
+      deterministic ? KeyLevels(top) + 3 : SignificantKeyLevels(top, row.ConstantKeyBits());
   uint32_t quota = k;
   // The key bits above level 0: shared by every admitted key.
   uint64_t prefix = top > 0 ? Key32(cut) >> (32 - top) : 0u;
@@ -128,7 +131,7 @@ __device__ __noinline__ uint32_t Refine(State& s, const float* __restrict__ row,
       }
     } else {
       const int above = LevelShift(j, top) + LevelBits(j, top);
-      StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+      StreamRowAtLeast<kB, 2>(row, L, cut, [&](float4 v, uint32_t idx0, unsigned valid) {
         // x >= NaN is false: no upper bound unless hi is a number.
         const unsigned m = AtLeastMask(v, cut) & ~AtLeastMask(v, hi) & valid;
         if (__any_sync(kFullMask, m != 0u)) {
@@ -160,10 +163,9 @@ __device__ __noinline__ uint32_t Refine(State& s, const float* __restrict__ row,
 // are added (the shared part was counted by CompactSegments), or, when the
 // band moved the cut (other common bits), every entry is recounted. Larger
 // than its stores: a re-scan of the row, top = 0.
-template <int kB>
-__device__ __noinline__ int FinishLevel0Hist(SharedState<kB>& s, const float* __restrict__ row,
-                                             uint32_t L, float cut, const Frontier& view,
-                                             uint32_t C) {
+template <int kB, typename Row>
+__device__ __noinline__ int FinishLevel0Hist(SharedState<kB>& s, const Row row, uint32_t L,
+                                             float cut, const Frontier& view, uint32_t C) {
   if (C > view.capacity()) {
     ClearHist(s);
     __syncthreads();

@@ -16,6 +16,7 @@
 #include "output.cuh"
 #include "proposal.cuh"
 #include "refinement.cuh"
+#include "score_row.cuh"
 #include "topk/algorithm_constants.h"
 #include "topk/contract.h"
 #include "topk/keys.h"
@@ -30,23 +31,18 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsign
   if (p.stats != nullptr) atomicAdd(&p.stats[static_cast<int>(stat)], v);
 }
 
-// The first score of row r in either layout.
-__device__ __forceinline__ const float* RowScores(const DeviceArgs& a, int64_t r) {
-  return a.layout == static_cast<int32_t>(Layout::kPitched) ? a.scores + r * a.pitch
-                                                            : a.scores + a.row_offsets[r];
-}
-
 // Selects row r into a.indices (and a.row_status) on one CTA of kB threads
-// with kU loads in flight per thread in the certification pass. fa and fb
+// with kU loads in flight per thread in the certification pass, reading the
+// row through the view Row (score_row.cuh). fa and fb
 // are the frontier stores, out_buf / sort_buf the output staging (CtaStores).
 // Every thread of the CTA calls it; it synchronises on exit.
-template <int kB, int kU>
+template <int kB, int kU, typename Row>
 __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
                                        const KernelParams& p, int64_t r, const Frontier& fa,
                                        const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf) {
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
-  const float* row = RowScores(a, r);
+  const Row row = RowOf<Row>(a, p, r);
   const int64_t length = a.lengths[r];
   int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
   if (length < 0 || length > a.width) {
@@ -72,7 +68,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     unsigned nan = 0;
     for (uint32_t i = tid; i < L; i += kB) {
       out_buf[i] = i;
-      nan |= IsNan(row[i]) ? 1u : 0u;
+      nan |= IsNan(row.At(i)) ? 1u : 0u;
     }
     if (nan) s.nan = 1u;
     __syncthreads();

@@ -48,11 +48,12 @@ static_assert(SharedBytes(4096, true) <= 64 * 1024, "K = 4096 sorted fits 3 CTAs
 // boundary bin t_bin <= x < t_above goes to the frontier fa with its level-0
 // digit (the 11 key bits above shift0) counted into s.hist. take_all: the
 // whole bin belongs to the answer, every x >= t_bin is committed.
-__device__ __noinline__ void CommitAndCollect(ShortRowState& s, const float* __restrict__ row,
-                                              uint32_t L, float t_bin, float t_above, bool take_all,
-                                              int shift0, const Frontier fa, uint32_t* out_buf) {
+template <typename Row>
+__device__ __noinline__ void CommitAndCollect(ShortRowState& s, const Row row, uint32_t L,
+                                              float t_bin, float t_above, bool take_all, int shift0,
+                                              const Frontier fa, uint32_t* out_buf) {
   uint32_t min_key = 0xFFFFFFFFu;  // AppendQuad's; the bin's key range is known
-  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+  StreamRowAtLeast<kB, 2>(row, L, t_bin, [&](float4 v, uint32_t idx0, unsigned valid) {
     const unsigned in_bin_or_above = AtLeastMask(v, t_bin) & valid;
     const unsigned above = AtLeastMask(v, t_above) & valid;  // x >= NaN is false
     const unsigned commit = take_all ? in_bin_or_above : above;
@@ -79,6 +80,7 @@ __device__ __noinline__ void CommitAndCollect(ShortRowState& s, const float* __r
 }
 
 // Selects row r on this CTA. Every thread calls it; it synchronises on exit.
+template <typename Row>
 __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArgs& a,
                                                const KernelParams& p, int64_t r) {
   const uint32_t tid = threadIdx.x;
@@ -88,7 +90,7 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   const Frontier fa{arena, arena + kShortRowCandidates, kShortRowCandidates, nullptr, nullptr, 0};
   uint32_t* arena_b = arena + 2 * kShortRowCandidates;
   const Frontier fb{arena_b, arena_b + kShortRowFrontier, kShortRowFrontier, nullptr, nullptr, 0};
-  const float* row = RowScores(a, r);
+  const Row row = RowOf<Row>(a, p, r);
   const int64_t length = a.lengths[r];
   int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
   uint32_t* out_buf =
@@ -116,7 +118,7 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
     unsigned nan = 0;
     for (uint32_t i = tid; i < L; i += kB) {
       out_buf[i] = i;
-      nan |= IsNan(row[i]) ? 1u : 0u;
+      nan |= IsNan(row.At(i)) ? 1u : 0u;
     }
     if (nan) s.nan = 1u;
     __syncthreads();
@@ -178,13 +180,14 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   lap(Stat::kCyclesFinalize);
 }
 
+template <typename Row>
 __global__ void __launch_bounds__(kShortRowThreads, kShortRowMinBlocks)
     ShortRowKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                    const KernelParams p) {
   extern __shared__ uint4 smem_raw[];
   ShortRowState& s = *reinterpret_cast<ShortRowState*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
-  for (int64_t r = blockIdx.x; r < a.num_rows; r += gridDim.x) SelectShortRow(s, a, p, r);
+  for (int64_t r = blockIdx.x; r < a.num_rows; r += gridDim.x) SelectShortRow<Row>(s, a, p, r);
 }
 
 }  // namespace
@@ -194,8 +197,12 @@ size_t ShortRowSharedBytes(int32_t k, bool staged) {
 }
 
 cudaError_t ConfigureShortRowRoute() {
-  return cudaFuncSetAttribute(ShortRowKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(SharedBytes(kShortRowMaxK, true)));
+  const int smem = static_cast<int>(SharedBytes(kShortRowMaxK, true));
+  const cudaError_t e = cudaFuncSetAttribute(ShortRowKernel<F32Row>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (e != cudaSuccess) return e;
+  return cudaFuncSetAttribute(ShortRowKernel<Half16Row>,
+                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
 }
 
 cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
@@ -206,8 +213,12 @@ cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
   const cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
   if (e != cudaSuccess) return e;
   const bool staged = params.sorted != 0 || params.deterministic != 0;
-  ShortRowKernel<<<grid, kShortRowThreads, ShortRowSharedBytes(params.k, staged), stream>>>(
-      args, dev_args, params);
+  const size_t smem = ShortRowSharedBytes(params.k, staged);
+  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
+    ShortRowKernel<F32Row><<<grid, kShortRowThreads, smem, stream>>>(args, dev_args, params);
+  } else {
+    ShortRowKernel<Half16Row><<<grid, kShortRowThreads, smem, stream>>>(args, dev_args, params);
+  }
   return cudaGetLastError();
 }
 

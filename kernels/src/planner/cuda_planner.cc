@@ -46,11 +46,11 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
 }
 
 absl::Status CheckCudaScoreType(ScoreType dtype) {
-  if (dtype == ScoreType::kFloat32) return absl::OkStatus();
-  return absl::UnimplementedError(
-      absl::StrFormat("dtype = %s: the CUDA backend has no 16-bit kernels yet (fp32 only; the CPU "
-                      "backend serves bf16 and fp16)",
-                      ScoreTypeName(dtype)));
+  for (ScoreType served : kAllScoreTypes) {
+    if (dtype == served) return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("dtype = %d: not fp32 (0), bf16 (1) or fp16 (2)", static_cast<int>(dtype)));
 }
 
 absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOptions& options,

@@ -272,18 +272,17 @@ std::vector<int32_t> MakeLengths(const GeneratorSpec& spec) {
 // Rounds the FP32 matrix into the 16-bit type. FP32 subnormals would all
 // round to FP16 zeros, so kSubnormals keeps each value's sign and the top
 // bits of its mantissa as the type's own subnormal (zero stays zero).
-void NarrowMatrix(const GeneratorSpec& spec, ScoreMatrix& m) {
-  m.dtype = spec.dtype;
+void NarrowMatrix(ScoreType dtype, bool subnormals, ScoreMatrix& m) {
+  m.dtype = dtype;
   m.scores16.resize(m.scores.size());
-  const bool subnormals = spec.distribution == Distribution::kSubnormals;
-  const int mantissa_shift = spec.dtype == ScoreType::kBFloat16 ? 16 : 13;
+  const int mantissa_shift = dtype == ScoreType::kBFloat16 ? 16 : 13;
   for (size_t i = 0; i < m.scores.size(); ++i) {
     const uint32_t bits = FloatBits(m.scores[i]);
     const bool subnormal = (bits & 0x7F800000u) == 0;
     m.scores16[i] = subnormals && subnormal
                         ? static_cast<uint16_t>(((bits >> 16) & 0x8000u) |
                                                 ((bits & 0x7FFFFFu) >> mantissa_shift))
-                        : NarrowScore(m.scores[i], spec.dtype);
+                        : NarrowScore(m.scores[i], dtype);
   }
   m.scores.clear();
   m.scores.shrink_to_fit();
@@ -322,7 +321,16 @@ ScoreMatrix Generate(const GeneratorSpec& spec) {
               spec.sample_stride);
     }
   }
-  if (spec.dtype != ScoreType::kFloat32) NarrowMatrix(spec, m);
+  if (spec.dtype != ScoreType::kFloat32) {
+    NarrowMatrix(spec.dtype, spec.distribution == Distribution::kSubnormals, m);
+  }
+  return m;
+}
+
+ScoreMatrix NarrowTo(ScoreMatrix m, ScoreType dtype, bool keep_subnormals) {
+  if (dtype != ScoreType::kFloat32 && m.dtype == ScoreType::kFloat32) {
+    NarrowMatrix(dtype, keep_subnormals, m);
+  }
   return m;
 }
 

@@ -70,6 +70,16 @@ struct ClientOptions {
   std::string root_certs_pem;
   std::string tls_server_name;  // override the name checked in the server certificate
   int64_t max_message_bytes = int64_t{1} << 30;
+  // Client-side load balancing over every address the target resolves to
+  // ("round_robin" spreads calls; "" is gRPC's default, pick_first). A
+  // multi-address target: "ipv4:10.0.0.1:50051,10.0.0.2:50051", or a DNS
+  // name with several A records ("dns:///topk.example:50051").
+  std::string load_balancing_policy;
+  // With a policy that supports it (round_robin), watch this grpc.health.v1
+  // service on every address and route only to the SERVING ones, so a
+  // replica in its lame-duck drain stops getting calls as soon as it turns
+  // NOT_SERVING. "" turns it off.
+  std::string health_check_service;
 };
 
 class Client {

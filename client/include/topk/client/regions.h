@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,8 @@ namespace grpc {
 class ClientContext;
 template <class R>
 class ClientReader;
+template <class W, class R>
+class ClientReaderWriter;
 }  // namespace grpc
 
 namespace topk::client {
@@ -105,12 +108,55 @@ struct GpuId {
   int32_t ordinal = 0;
 };
 
+// SelectPipeline: one stream kept open, whole requests (typically by
+// reference) sent back to back, one reply each in completion order. A request
+// that fails gets a reply with its status; the stream goes on. Send and
+// Receive may run on two threads at once (one each); the stream is not for
+// several senders.
+class SelectPipeline {
+ public:
+  static absl::StatusOr<std::unique_ptr<SelectPipeline>> Open(
+      std::shared_ptr<grpc::Channel> channel);
+  ~SelectPipeline();  // half-closes and waits for the replies still due
+  SelectPipeline(const SelectPipeline&) = delete;
+  SelectPipeline& operator=(const SelectPipeline&) = delete;
+
+  // Queues one request (blocks only on flow control). An error means the
+  // stream itself is broken (its status).
+  absl::Status Send(const v1::SelectRequest& request);
+  // The next reply (blocks). An error means the stream itself is broken.
+  absl::StatusOr<v1::SelectReply> Receive();
+  // Send, then Receive its reply, as a result (the request's own error as
+  // the status). Nothing else may be in flight.
+  absl::StatusOr<SelectResult> Call(const v1::SelectRequest& request);
+  // False once Send or Receive saw the stream break.
+  bool healthy() const { return healthy_; }
+
+ private:
+  SelectPipeline() = default;
+  absl::Status Broken();
+  std::unique_ptr<v1::TopK::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SelectRequest, v1::SelectReply>> stream_;
+  bool healthy_ = true;
+  bool half_closed_ = false;
+};
+
+// A reply as a client result: the request's status, else the answer
+// (indices empty when the request's output was by reference).
+absl::StatusOr<SelectResult> ToResult(const v1::SelectReply& reply, bool output_by_reference);
+
+// How a RegionSession sends its Selects: on a SelectPipeline stream it keeps
+// open (the default; the lighter path), or one unary Select per request.
+enum class CallPath { kStream, kUnary };
+
 // A region session: the OpenSession stream, held open for the object's
 // lifetime. Regions registered through it are the server's to release when
 // it ends (destruction, process exit or crash).
 class RegionSession {
  public:
-  static absl::StatusOr<std::unique_ptr<RegionSession>> Open(const Client& client);
+  static absl::StatusOr<std::unique_ptr<RegionSession>> Open(const Client& client,
+                                                             CallPath path = CallPath::kStream);
   ~RegionSession();
   RegionSession(const RegionSession&) = delete;
   RegionSession& operator=(const RegionSession&) = delete;
@@ -138,7 +184,10 @@ class RegionSession {
 
   // Select by reference. With `output`, the answer is in that region when
   // this returns and the result's indices/values are empty; without it,
-  // they are in the result as for an inline Select.
+  // they are in the result as for an inline Select. On the stream path
+  // (reopened after it broke) options.timeout does not apply, and calls
+  // from several threads take turns on the one stream (for requests in
+  // parallel, give each thread a SelectPipeline of its own).
   absl::StatusOr<SelectResult> Select(int32_t k, const RegionRowsRef& rows,
                                       const RegionOutputRef* output = nullptr,
                                       const CallOptions& options = {},
@@ -147,8 +196,11 @@ class RegionSession {
                                       const CallOptions& options = {});
 
  private:
-  RegionSession(std::shared_ptr<grpc::Channel> channel);
+  RegionSession(std::shared_ptr<grpc::Channel> channel, CallPath path);
   std::shared_ptr<grpc::Channel> channel_;
+  CallPath path_;
+  std::mutex pipeline_mutex_;  // guards pipeline_
+  std::unique_ptr<SelectPipeline> pipeline_;
   std::unique_ptr<v1::TopK::Stub> stub_;
   std::unique_ptr<Client> selects_;
   std::unique_ptr<grpc::ClientContext> stream_context_;

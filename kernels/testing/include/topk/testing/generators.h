@@ -80,6 +80,12 @@ struct ScoreMatrix {
 
 ScoreMatrix Generate(const GeneratorSpec& spec);
 
+// An FP32 matrix (built or edited by hand) rounded into `dtype` the way
+// Generate rounds spec.dtype rows, padding included; keep_subnormals: FP32
+// subnormals become the type's own (as for kSubnormals) instead of rounding
+// (to zero in FP16). A 16-bit matrix or dtype kFloat32: returned unchanged.
+ScoreMatrix NarrowTo(ScoreMatrix m, ScoreType dtype, bool keep_subnormals = false);
+
 // Fills one row of `length` values of a distribution (used by Generate and by
 // callers that lay out memory themselves, e.g. device buffers).
 void FillRow(Distribution d, uint64_t seed, int64_t row, float* values, int64_t length,
