@@ -18,4 +18,13 @@ void GatherValues(const float* scores, const SelectRows& rows, int32_t k,
   }
 }
 
+const float* StageParts(const SelectRows& rows, Staging staging_mode, std::byte* staging) {
+  if (rows.parts.size() == 1) return StageOnHost(rows.source(), staging_mode, staging);
+  for (const RowPart& part : rows.parts) {
+    std::byte* dest = staging + part.element_offset * static_cast<int64_t>(sizeof(float));
+    part.source->CopyRange(0, part.source->size_bytes(), dest);
+  }
+  return reinterpret_cast<const float*>(staging);
+}
+
 }  // namespace topk::server

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "server/backends/row_source.h"
 #include "topk/contract.h"
 #include "topk/selector.h"
@@ -44,31 +45,55 @@ struct GpuOrderingEvents {
   void* record = nullptr;
 };
 
-// One request's rows: packed valid prefixes, read from `source`.
-struct SelectRows {
+// One job's share of a selection: rows [first_row, first_row + num_rows) of
+// the batch, read from `source`. The engine coalesces compatible jobs into
+// one backend call; a lone job is a batch of one part.
+struct RowPart {
   const RowSource* source = nullptr;
-  const int32_t* lengths = nullptr;      // num_rows
-  const int64_t* row_offsets = nullptr;  // num_rows, in elements
+  int64_t first_row = 0;
   int64_t num_rows = 0;
-  int64_t total_elements = 0;  // sum(lengths)
-  // Lengths on the source's GPU (CUDA IPC regions): the CUDA backend reads
-  // these instead of uploading `lengths`, which is then null, and selects
-  // with `width` (the client's bound, which the transport checked every
-  // row's extent against) so the selector refuses any longer row.
+  // Where `source` begins in the batch's element space: host staging holds
+  // the parts' sources back to back, part p's at element
+  // parts[p].element_offset (4-byte aligned, since sources are whole floats).
+  int64_t element_offset = 0;
+  // This part's lengths on the source's GPU (CUDA IPC regions): the CUDA
+  // backend reads these instead of uploading host lengths, which are then
+  // null for the whole batch, and selects with SelectRows::width (the
+  // client's bound, equal for every part of such a batch, which the
+  // transport checked every row's extent against) so the selector refuses
+  // any longer row.
   const int32_t* device_lengths = nullptr;
-  int64_t width = 0;
+  // Interprocess events: the batch waits for every part's `wait` and records
+  // every part's `record` after its output.
   GpuOrderingEvents ordering;
+  // Where this part's answer goes on the GPU (null: into SelectResults).
+  // Every part of a batch has a target or none does.
+  const OutputTarget* device_target = nullptr;
+};
+
+// A batch's rows: packed valid prefixes, read from its parts' sources.
+struct SelectRows {
+  absl::Span<const RowPart> parts;   // at least one, in row order
+  const int32_t* lengths = nullptr;  // num_rows (null: device lengths)
+  // num_rows, in elements of the batch's element space (see RowPart).
+  const int64_t* row_offsets = nullptr;
+  int64_t num_rows = 0;
+  int64_t total_elements = 0;  // the element space's extent: sum of sources
+  int64_t width = 0;           // every part's bound (device lengths only)
+
+  // The lone part's source (batches of one part only).
+  const RowSource& source() const { return *parts.front().source; }
 };
 
 // Host buffers a selection writes: num_rows x k indices and num_rows
 // statuses; values (num_rows x k, NaN at -1 slots) only when not null.
-// With a GPU `target`, the CUDA backend writes indices and values there
-// instead, in place on the device, and only the statuses come back.
+// With GPU targets (RowPart::device_target), the CUDA backend writes each
+// part's indices and values there instead, in place on the device, and only
+// the statuses come back.
 struct SelectResults {
   int32_t* indices = nullptr;
   float* values = nullptr;
   RowStatus* row_status = nullptr;
-  const OutputTarget* device_target = nullptr;
 };
 
 struct DeviceDescription {
@@ -85,6 +110,11 @@ struct BackendCounters {
   int64_t graph_replays = 0;           // selections served by replaying a graph
 };
 
+// Copies every part's source into `staging` at its element offset (the
+// batch's element space in host memory); for a lone part whose floats are in
+// place (and `staging_mode` allows) returns those instead.
+const float* StageParts(const SelectRows& rows, Staging staging_mode, std::byte* staging);
+
 class WorkerBackend {
  public:
   virtual ~WorkerBackend() = default;
@@ -94,8 +124,10 @@ class WorkerBackend {
   virtual absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
                                         const SelectOptions& options) const = 0;
 
-  // Selects `rows` with `plan` into `results`. Errors of code UNAVAILABLE
-  // mean the device is broken (sticky); others fail this request only.
+  // Selects `rows` with `plan` into `results`, in one launch however many
+  // parts `rows` has. Errors of code UNAVAILABLE mean the device is broken
+  // (sticky); others fail this call only (the engine then serves a
+  // coalesced batch's jobs one by one, so each gets its own status).
   virtual absl::Status Select(const Plan& plan, const SelectRows& rows,
                               const SelectResults& results) = 0;
 };
@@ -114,7 +146,8 @@ class Device {
 };
 
 // results.values[r * k + j] = the score at results.indices[r * k + j] of row
-// r (NaN at -1), read from the host floats the backend selected on. Rows
+// r (NaN at -1), read from the host floats the backend selected on (the
+// batch's element space). Rows
 // whose status is not kOk get NaN: their indices are not an answer.
 void GatherValues(const float* scores, const SelectRows& rows, int32_t k,
                   const SelectResults& results);
