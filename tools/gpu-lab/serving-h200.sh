@@ -53,7 +53,7 @@ lg() {
 if has suites; then
   log "suites on the CUDA backend"
   for t in region_pipeline_test region_sigbus_test region_select_test region_fault_test \
-    coalescing_test dtype_e2e_test; do
+    coalescing_test half_precision_test; do
     [ -x "$bin/$t" ] || { echo "$t: not packed" | tee -a "$out/summary.txt"; continue; }
     TOPK_TEST_BACKEND=cuda REGION_SESSION_CHILD=$bin/region_session_child timeout 120 "$bin/$t" \
       >"$raw/$t.log" 2>&1
