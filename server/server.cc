@@ -124,13 +124,14 @@ void LogStartupSummary(const ServerOptions& options, const Engine& engine) {
   const bool gpu = engine.backend_name() == "cuda";
   spdlog::info(
       "limits: max_k {}, max_rows {}, max_width {}, max_batch_bytes {}, queue_depth {} per "
-      "device, messages {} in / {} out, {} of requests in flight, {} streams (idle {}, {} "
+      "device, coalescing {} us, messages {} in / {} out, {} of requests in flight, {} streams "
+      "(idle {}, {} "
       "chunks)",
       limits.max_k, limits.max_rows, limits.max_width, MiB(limits.max_batch_bytes),
-      engine.options().queue_depth, MiB(options.max_recv_message_bytes),
-      MiB(options.max_send_message_bytes), MiB(options.calls.max_inflight_bytes),
-      options.calls.max_streams, absl::FormatDuration(options.calls.stream_idle_timeout),
-      options.calls.max_stream_chunks);
+      engine.options().queue_depth, engine.options().max_queue_delay_us,
+      MiB(options.max_recv_message_bytes), MiB(options.max_send_message_bytes),
+      MiB(options.calls.max_inflight_bytes), options.calls.max_streams,
+      absl::FormatDuration(options.calls.stream_idle_timeout), options.calls.max_stream_chunks);
   spdlog::info("memory at start: {} of host output buffers, {} of {} staging ({} workers)",
                MiB(output_bytes), MiB(limits.max_batch_bytes * workers),
                gpu ? "pinned and as much device" : "host (resident as requests touch it)", workers);
@@ -172,6 +173,8 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--max_width", limits.max_width, 1, std::numeric_limits<int32_t>::max()},
       {"--max_batch_bytes", limits.max_batch_bytes, 4, int64_t{1} << 40},
       {"--queue_depth", options.engine.queue_depth, 1, int64_t{1} << 20},
+      {"--max_queue_delay_us", options.engine.max_queue_delay_us, 0, 1'000'000},
+      {"--worker_spin_us", options.engine.worker_spin_us, 0, 1'000'000},
       {"--workers", options.backends.workers, 0, 256},
       {"--cpu_threads", options.backends.cpu_threads, 0, 4096},
       {"--max_recv_message_bytes", options.max_recv_message_bytes, 1, kGrpcMaxMessage},

@@ -104,7 +104,8 @@ absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response) 
   }
   result.server = {.queue_us = response.timings().queue_us(),
                    .device_us = response.timings().device_us(),
-                   .total_us = response.timings().total_us()};
+                   .total_us = response.timings().total_us(),
+                   .batch_requests = response.timings().batch_requests()};
   return result;
 }
 
@@ -115,7 +116,8 @@ absl::StatusOr<SelectResult> DecodeReferenceResponse(const v1::SelectResponse& r
   SelectResult result{.num_rows = response.num_rows(), .k = response.k()};
   result.server = {.queue_us = response.timings().queue_us(),
                    .device_us = response.timings().device_us(),
-                   .total_us = response.timings().total_us()};
+                   .total_us = response.timings().total_us(),
+                   .batch_requests = response.timings().batch_requests()};
   return result;
 }
 

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <iostream>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -33,8 +35,15 @@ ABSL_FLAG(int, k, 2048, "K");
 ABSL_FLAG(int64_t, rows, 64, "rows per request (M)");
 ABSL_FLAG(int64_t, width, 131072, "largest row length (N)");
 ABSL_FLAG(std::string, distribution, "indexer", "score distribution (topk_testing names)");
-ABSL_FLAG(std::string, lengths, "causal", "full | causal | random | edges");
+constexpr char kDefaultLengths[] = "causal";
+ABSL_FLAG(std::string, lengths, kDefaultLengths,
+          "full | causal | random | edges (--workload=decode: full unless another is named)");
 ABSL_FLAG(int, variants, 4, "distinct pre-generated requests, sent round robin");
+ABSL_FLAG(std::string, workload, "fixed",
+          "fixed: every request --rows rows; decode: a decode step's requests, each of "
+          "--rows_per_request rows, from many clients (use a high --concurrency)");
+ABSL_FLAG(std::string, rows_per_request, "1-8",
+          "--workload=decode: rows per request, N or a range LO-HI (each variant draws its count)");
 ABSL_FLAG(std::string, npy, "",
           "real rows instead of generated ones: .npy files of float32 (M, N) (np.save), "
           "comma-separated, one request each, sent round robin (--rows, --width, "
@@ -113,7 +122,37 @@ int Fail(const absl::Status& status) {
   return 2;
 }
 
-// The requests: one per --npy file, or --variants generated batches.
+struct RowRange {
+  int64_t low = 0, high = 0;
+};
+
+// "4" or "1-8": positive, low <= high.
+absl::StatusOr<RowRange> ParseRowRange(const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, '-');
+  RowRange range;
+  bool ok = false;
+  if (parts.size() == 1) {
+    ok = absl::SimpleAtoi(parts[0], &range.low);
+    range.high = range.low;
+  } else if (parts.size() == 2) {
+    ok = absl::SimpleAtoi(parts[0], &range.low) && absl::SimpleAtoi(parts[1], &range.high);
+  }
+  if (!ok || range.low < 1 || range.high < range.low) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rows_per_request=", text, ": expected N or LO-HI with 1 <= LO <= HI"));
+  }
+  return range;
+}
+
+// A decode step's rows are whole contexts: full length unless --lengths
+// names a pattern other than its default (a prefill's causal rows).
+std::string LengthsName(bool decode) {
+  const std::string lengths = absl::GetFlag(FLAGS_lengths);
+  return decode && lengths == kDefaultLengths ? std::string("full") : lengths;
+}
+
+// The requests: one per --npy file, or --variants generated batches (of
+// --rows rows, or for --workload=decode a count drawn per variant).
 absl::StatusOr<std::vector<topk::tools::PackedRows>> LoadRows(int32_t k) {
   std::vector<topk::tools::PackedRows> rows;
   absl::StatusOr<topk::ScoreType> dtype = topk::tools::ParseScoreType(absl::GetFlag(FLAGS_dtype));
@@ -145,13 +184,29 @@ absl::StatusOr<std::vector<topk::tools::PackedRows>> LoadRows(int32_t k) {
   absl::StatusOr<topk::testing::Distribution> distribution =
       topk::tools::ParseDistribution(absl::GetFlag(FLAGS_distribution));
   if (!distribution.ok()) return distribution.status();
+  const std::string workload = absl::GetFlag(FLAGS_workload);
+  if (workload != "fixed" && workload != "decode") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--workload=", workload, ": expected fixed or decode"));
+  }
+  const bool decode = workload == "decode";
   absl::StatusOr<topk::testing::LengthPattern> pattern =
-      topk::tools::ParseLengthPattern(absl::GetFlag(FLAGS_lengths));
+      topk::tools::ParseLengthPattern(LengthsName(decode));
   if (!pattern.ok()) return pattern.status();
+  RowRange range{absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_rows)};
+  if (decode) {
+    absl::StatusOr<RowRange> parsed = ParseRowRange(absl::GetFlag(FLAGS_rows_per_request));
+    if (!parsed.ok()) return parsed.status();
+    range = *parsed;
+  }
+  std::mt19937_64 draw(absl::GetFlag(FLAGS_seed));
   for (int v = 0; v < std::max(1, absl::GetFlag(FLAGS_variants)); ++v) {
+    const int64_t count =
+        range.low +
+        static_cast<int64_t>(draw() % static_cast<uint64_t>(range.high - range.low + 1));
     rows.push_back(topk::tools::Generate({.distribution = *distribution,
                                           .lengths = *pattern,
-                                          .rows = absl::GetFlag(FLAGS_rows),
+                                          .rows = count,
                                           .width = absl::GetFlag(FLAGS_width),
                                           .k = k,
                                           .seed = absl::GetFlag(FLAGS_seed) + v,
@@ -194,12 +249,15 @@ int main(int argc, char** argv) {
     w.requests.push_back(std::make_shared<const topk::v1::SelectRequest>(
         Client::MakeRequest(w.k, r.view(), w.options)));
   }
+  const bool decode = absl::GetFlag(FLAGS_workload) == "decode";
   const std::string source =
       absl::GetFlag(FLAGS_npy).empty()
-          ? absl::StrFormat("%d variants of %d rows x up to %d (%s, %s, %s)", w.rows.size(),
-                            absl::GetFlag(FLAGS_rows), absl::GetFlag(FLAGS_width),
-                            absl::GetFlag(FLAGS_distribution), absl::GetFlag(FLAGS_lengths),
-                            absl::GetFlag(FLAGS_dtype))
+          ? absl::StrFormat("%s%d variants of %s rows x up to %d (%s, %s, %s)",
+                            decode ? "decode: " : "", w.rows.size(),
+                            decode ? absl::GetFlag(FLAGS_rows_per_request)
+                                   : absl::StrCat(absl::GetFlag(FLAGS_rows)),
+                            absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_distribution),
+                            LengthsName(decode), absl::GetFlag(FLAGS_dtype))
           : absl::StrFormat("%d .npy requests (%s), the first %d rows x up to %d", w.rows.size(),
                             absl::GetFlag(FLAGS_npy), w.rows.front().lengths.size(),
                             w.rows.front().width);
@@ -281,6 +339,7 @@ int main(int argc, char** argv) {
       {"dtype", absl::GetFlag(FLAGS_dtype)},
       {"call", w.stream ? "SelectStream" : (w.pipelines != nullptr ? "SelectPipeline" : "Select")},
       {"arrivals", open_loop ? absl::GetFlag(FLAGS_arrivals) : "closed loop"},
+      {"workload", absl::GetFlag(FLAGS_workload)},
       {"rows_source", source},
       {"k", absl::StrCat(w.k)},
       {"sorted", w.options.sorted ? "true" : "false"},

@@ -49,4 +49,13 @@ void GatherValues(const void* scores, const SelectRows& rows, int32_t k,
               static_cast<uint16_t>(QuietNanBits(rows.dtype)));
 }
 
+const float* StageParts(const SelectRows& rows, Staging staging_mode, std::byte* staging) {
+  if (rows.parts.size() == 1) return StageOnHost(rows.source(), staging_mode, staging);
+  for (const RowPart& part : rows.parts) {
+    std::byte* dest = staging + part.element_offset * ScoreTypeBytes(rows.dtype);
+    part.source->CopyRange(0, part.source->size_bytes(), dest);
+  }
+  return reinterpret_cast<const float*>(staging);
+}
+
 }  // namespace topk::server

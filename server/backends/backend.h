@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "server/backends/row_source.h"
 #include "topk/contract.h"
 #include "topk/selector.h"
@@ -28,13 +29,12 @@ struct RequestLimits {
 };
 
 // Where a request by reference wants its answer: row r's K indices at
-// element r * row_stride of `indices`, its K values (when not null, elements
-// of the rows' ScoreType) at the same place in `values`. Memory of the GPU
-// `device_ordinal`, or host memory for -1. The transport checked every byte
-// of it.
+// element r * row_stride of `indices`, its K values (when not null) at the
+// same place in `values`. Memory of the GPU `device_ordinal`, or host
+// memory for -1. The transport checked every byte of it.
 struct OutputTarget {
   int32_t* indices = nullptr;
-  void* values = nullptr;
+  void* values = nullptr;  // elements of the rows' ScoreType
   int64_t row_stride = 0;  // elements, >= k
   int32_t device_ordinal = -1;
 };
@@ -46,34 +46,59 @@ struct GpuOrderingEvents {
   void* record = nullptr;
 };
 
-// One request's rows: packed valid prefixes, read from `source`.
-struct SelectRows {
+// One job's share of a selection: rows [first_row, first_row + num_rows) of
+// the batch, read from `source`. The engine coalesces compatible jobs into
+// one backend call; a lone job is a batch of one part.
+struct RowPart {
   const RowSource* source = nullptr;
-  const int32_t* lengths = nullptr;      // num_rows
-  const int64_t* row_offsets = nullptr;  // num_rows, in elements
+  int64_t first_row = 0;
   int64_t num_rows = 0;
-  int64_t total_elements = 0;  // sum(lengths)
-  // Lengths on the source's GPU (CUDA IPC regions): the CUDA backend reads
-  // these instead of uploading `lengths`, which is then null, and selects
-  // with `width` (the client's bound, which the transport checked every
-  // row's extent against) so the selector refuses any longer row.
+  // Where `source` begins in the batch's element space: host staging holds
+  // the parts' sources back to back, part p's at element
+  // parts[p].element_offset (4-byte aligned: each source is rounded up to
+  // whole floats, two elements of a 16-bit type).
+  int64_t element_offset = 0;
+  // This part's lengths on the source's GPU (CUDA IPC regions): the CUDA
+  // backend reads these instead of uploading host lengths, which are then
+  // null for the whole batch, and selects with SelectRows::width (the
+  // client's bound, equal for every part of such a batch, which the
+  // transport checked every row's extent against) so the selector refuses
+  // any longer row.
   const int32_t* device_lengths = nullptr;
-  int64_t width = 0;
+  // Interprocess events: the batch waits for every part's `wait` and records
+  // every part's `record` after its output.
   GpuOrderingEvents ordering;
-  // The type of the source's elements; offsets and lengths count them.
+  // Where this part's answer goes on the GPU (null: into SelectResults).
+  // Every part of a batch has a target or none does.
+  const OutputTarget* device_target = nullptr;
+};
+
+// A batch's rows: packed valid prefixes, read from its parts' sources.
+struct SelectRows {
+  absl::Span<const RowPart> parts;   // at least one, in row order
+  const int32_t* lengths = nullptr;  // num_rows (null: device lengths)
+  // num_rows, in elements of the batch's element space (see RowPart).
+  const int64_t* row_offsets = nullptr;
+  int64_t num_rows = 0;
+  int64_t total_elements = 0;  // the element space's extent: sum of sources
+  int64_t width = 0;           // every part's bound (device lengths only)
+  // The type of every part's elements; offsets and lengths count them.
   ScoreType dtype = ScoreType::kFloat32;
+
+  // The lone part's source (batches of one part only).
+  const RowSource& source() const { return *parts.front().source; }
 };
 
 // Host buffers a selection writes: num_rows x k indices and num_rows
 // statuses; values (num_rows x k elements of rows.dtype, NaN at -1 slots)
 // only when not null.
-// With a GPU `target`, the CUDA backend writes indices and values there
-// instead, in place on the device, and only the statuses come back.
+// With GPU targets (RowPart::device_target), the CUDA backend writes each
+// part's indices and values there instead, in place on the device, and only
+// the statuses come back.
 struct SelectResults {
   int32_t* indices = nullptr;
   void* values = nullptr;
   RowStatus* row_status = nullptr;
-  const OutputTarget* device_target = nullptr;
 };
 
 struct DeviceDescription {
@@ -92,6 +117,11 @@ struct BackendCounters {
   int64_t graph_replays = 0;           // selections served by replaying a graph
 };
 
+// Copies every part's source into `staging` at its element offset (the
+// batch's element space in host memory); for a lone part whose floats are in
+// place (and `staging_mode` allows) returns those instead.
+const float* StageParts(const SelectRows& rows, Staging staging_mode, std::byte* staging);
+
 class WorkerBackend {
  public:
   virtual ~WorkerBackend() = default;
@@ -101,8 +131,10 @@ class WorkerBackend {
   virtual absl::StatusOr<Plan> MakePlan(const ProblemShape& shape,
                                         const SelectOptions& options) const = 0;
 
-  // Selects `rows` with `plan` into `results`. Errors of code UNAVAILABLE
-  // mean the device is broken (sticky); others fail this request only.
+  // Selects `rows` with `plan` into `results`, in one launch however many
+  // parts `rows` has. Errors of code UNAVAILABLE mean the device is broken
+  // (sticky); others fail this call only (the engine then serves a
+  // coalesced batch's jobs one by one, so each gets its own status).
   virtual absl::Status Select(const Plan& plan, const SelectRows& rows,
                               const SelectResults& results) = 0;
 };
@@ -122,8 +154,8 @@ class Device {
 
 // results.values[r * k + j] = the score at results.indices[r * k + j] of row
 // r (NaN at -1), read from the host elements of rows.dtype the backend
-// selected on and written in that type. Rows whose status is not kOk get
-// NaN: their indices are not an answer.
+// selected on (the batch's element space) and written in that type. Rows
+// whose status is not kOk get NaN: their indices are not an answer.
 void GatherValues(const void* scores, const SelectRows& rows, int32_t k,
                   const SelectResults& results);
 

@@ -1,6 +1,7 @@
 #include "server/backends/backend_factory.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +28,14 @@ absl::StatusOr<std::vector<int>> ChooseCudaOrdinals(const std::vector<int>& usab
   return requested;
 }
 
+// Staging copy threads per GPU worker besides the worker's own: the host's
+// cores shared by every GPU worker, at most 4 threads copying per worker
+// (about what one request's upload can take before the link is the limit).
+int CopyHelpersPerGpuWorker(int gpu_workers) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::clamp(cores / std::max(1, gpu_workers) - 1, 0, 3);
+}
+
 }  // namespace
 
 absl::StatusOr<Backends> CreateBackends(const BackendOptions& options) {
@@ -51,15 +60,18 @@ absl::StatusOr<Backends> CreateBackends(const BackendOptions& options) {
       ordinals = *std::move(picked);
     }
     if (!ordinals.empty()) {
+      const int workers = WorkersOr(options.workers, kDefaultWorkersPerGpu);
+      const int helpers = CopyHelpersPerGpuWorker(static_cast<int>(ordinals.size()) * workers);
       for (int d : ordinals) {
-        absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice(d, options.cuda_graphs);
+        absl::StatusOr<std::unique_ptr<Device>> device =
+            MakeCudaDevice(d, options.cuda_graphs, helpers);
         if (!device.ok()) return device.status();
         chosen.devices.push_back(*std::move(device));
       }
       chosen.name = "cuda";
       chosen.reason = absl::StrCat("--backend=", options.backend, ": CUDA devices ",
                                    absl::StrJoin(ordinals, ","));
-      chosen.workers_per_device = WorkersOr(options.workers, kDefaultWorkersPerGpu);
+      chosen.workers_per_device = workers;
       return chosen;
     }
     const std::string why = usable.ok() ? "no CUDA device" : std::string(usable.status().message());

@@ -1,6 +1,8 @@
 #include "server/backends/cpu_backend.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <functional>
 #include <iterator>
 #include <thread>
 #include <vector>
@@ -18,7 +20,8 @@ class CpuWorker final : public WorkerBackend {
       : selector_(CpuSelectorConfig{.threads = threads}),
         // Virtual until touched: a worker that only sees small requests never
         // makes the whole max_batch_bytes resident.
-        staging_(std::make_unique_for_overwrite<std::byte[]>(limits.max_batch_bytes)) {}
+        staging_(std::make_unique_for_overwrite<std::byte[]>(limits.max_batch_bytes)),
+        shifted_offsets_(limits.max_rows) {}
 
   // The workspace depends on the selector's thread count: probe this one.
   absl::Status Allocate(const RequestLimits& limits) {
@@ -39,12 +42,33 @@ class CpuWorker final : public WorkerBackend {
       return absl::ResourceExhaustedError(absl::StrCat(
           "plan needs ", plan.workspace_bytes, " workspace bytes, worker has ", workspace_.size()));
     }
-    // Staged for float alignment, which covers the 16-bit types' too.
-    const float* scores = StageOnHost(*rows.source, Staging::kInPlaceWhenPossible, staging_.get());
+    // Rows are read where they are when every part's source holds them in
+    // place: a batch's parts are separate buffers in one flat address
+    // space, so its rows are addressed from the lowest part's pointer (as
+    // the CUDA backend does on the GPU). Anything else is copied into
+    // staging once, the parts back to back.
+    SelectRows read = rows;
+    const float* scores = rows.parts.size() > 1 ? LowestInPlace(rows) : nullptr;
+    if (scores != nullptr) {
+      for (const RowPart& part : rows.parts) {
+        const auto shift =
+            static_cast<int64_t>((reinterpret_cast<uintptr_t>(part.source->InPlaceHostFloats()) -
+                                  reinterpret_cast<uintptr_t>(scores)) /
+                                 ScoreTypeBytes(rows.dtype));
+        for (int64_t r = part.first_row; r < part.first_row + part.num_rows; ++r) {
+          shifted_offsets_[r] = rows.row_offsets[r] - part.element_offset + shift;
+        }
+      }
+      read.row_offsets = shifted_offsets_.data();
+    } else {
+      scores = StageParts(rows, Staging::kInPlaceWhenPossible, staging_.get());
+    }
+    // The pointers are float-typed and float-aligned whatever the type: a
+    // 16-bit batch reads the same bytes as its raw patterns.
     const bool wide = rows.dtype == ScoreType::kFloat32;
     const RowBatch batch{.scores = wide ? scores : nullptr,
                          .layout = Layout::kPacked,
-                         .row_offsets = rows.row_offsets,
+                         .row_offsets = read.row_offsets,
                          .lengths = rows.lengths,
                          .num_rows = rows.num_rows,
                          .width = plan.shape.max_width,
@@ -56,16 +80,29 @@ class CpuWorker final : public WorkerBackend {
         plan, batch, OutputView{.indices = results.indices, .row_status = results.row_status},
         context);
     if (status.ok() && results.values != nullptr) {
-      GatherValues(scores, rows, plan.shape.k, results);
+      GatherValues(scores, read, plan.shape.k, results);
     }
     return status;
   }
 
  private:
+  // The lowest of the parts' host floats in place, or nullptr when any part
+  // has to be copied.
+  static const float* LowestInPlace(const SelectRows& rows) {
+    const float* lowest = nullptr;
+    for (const RowPart& part : rows.parts) {
+      const float* p = part.source->InPlaceHostFloats();
+      if (p == nullptr) return nullptr;
+      if (lowest == nullptr || std::less<const float*>()(p, lowest)) lowest = p;
+    }
+    return lowest;
+  }
+
   CpuSelector selector_;
   std::vector<std::byte> workspace_;
   // The one copy of rows whose source cannot be read in place.
   std::unique_ptr<std::byte[]> staging_;
+  std::vector<int64_t> shifted_offsets_;  // a batch's, read in place
 };
 
 class CpuDevice final : public Device {

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "server/backends/copy_threads.h"
 #include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
 #include "spdlog/spdlog.h"
@@ -29,7 +31,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
   return absl::UnimplementedError("the server was built without CUDA");
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/) {
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/,
+                                                       int /*copy_helpers*/) {
   return absl::UnimplementedError(
       absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
 }
@@ -46,6 +49,11 @@ absl::Status DeviceLost(const absl::Status& status) {
   return absl::UnavailableError(status.message());
 }
 
+// The staging copy's unit: big enough that a chunk's upload call costs
+// nothing beside its bytes, small enough that the first upload starts soon
+// and the copy threads share a request evenly.
+constexpr size_t kStagingChunkBytes = size_t{2} << 20;
+
 absl::Status UseDevice(int ordinal) {
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   return absl::OkStatus();
@@ -54,9 +62,11 @@ absl::Status UseDevice(int ordinal) {
 class CudaWorker final : public WorkerBackend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal, bool use_graphs,
+                                                            int copy_helpers,
                                                             const RequestLimits& limits) {
     if (absl::Status s = DeviceLost(UseDevice(ordinal)); !s.ok()) return s;
-    auto worker = std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, use_graphs));
+    auto worker =
+        std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, use_graphs, copy_helpers, limits));
     absl::StatusOr<std::unique_ptr<CudaSelector>> selector =
         CudaSelector::Create(CudaSelectorConfig{.device = ordinal});
     if (!selector.ok()) return selector.status();
@@ -81,7 +91,10 @@ class CudaWorker final : public WorkerBackend {
   // Rows on this GPU (a CUDA IPC region) are read where they are, and an
   // output target on it is written in place: then no score and no output
   // byte crosses the host; only the row offsets go up (M x 8 bytes, checked
-  // on the host) and the row statuses come down (M bytes).
+  // on the host) and the row statuses come down (M bytes). A coalesced
+  // batch is one launch: its parts' host rows are staged back to back, its
+  // parts' GPU rows are addressed from the lowest part's pointer, and each
+  // part's answer is placed where that part wants it.
   absl::Status Select(const Plan& plan, const SelectRows& rows,
                       const SelectResults& results) override {
     if (plan.workspace_bytes > d_workspace_.bytes()) {
@@ -92,8 +105,12 @@ class CudaWorker final : public WorkerBackend {
     // A type the kernels do not serve is refused before anything is
     // uploaded, with the selector's own status (not a device failure).
     if (absl::Status s = CheckCudaScoreType(rows.dtype); !s.ok()) return s;
-    const float* device_scores = rows.source->InPlaceDeviceFloats();
-    if (absl::Status s = DeviceLost(Upload(rows, device_scores == nullptr)); !s.ok()) return s;
+    // Every part of a batch is on this GPU, or none is (the engine only
+    // coalesces rows of the same kind of source).
+    const float* device_scores = LowestDeviceFloats(rows);
+    if (absl::Status s = DeviceLost(Upload(rows, device_scores)); !s.ok()) return s;
+    const bool device_lengths = rows.lengths == nullptr;
+    const bool lone = rows.parts.size() == 1;
     // The scores' elements are of rows.dtype whatever the buffers' C++ type.
     const float* scores = device_scores != nullptr ? device_scores : d_scores_.get();
     const bool wide = rows.dtype == ScoreType::kFloat32;
@@ -101,15 +118,16 @@ class CudaWorker final : public WorkerBackend {
         .scores = wide ? scores : nullptr,
         .layout = Layout::kPacked,
         .row_offsets = d_offsets_.get(),
-        .lengths = rows.device_lengths != nullptr ? rows.device_lengths : d_lengths_.get(),
+        .lengths = device_lengths && lone ? rows.parts.front().device_lengths : d_lengths_.get(),
         .num_rows = rows.num_rows,
-        .width = rows.device_lengths != nullptr ? rows.width : plan.shape.max_width,
+        .width = device_lengths ? rows.width : plan.shape.max_width,
         .dtype = rows.dtype,
         .scores16 = wide ? nullptr : reinterpret_cast<const uint16_t*>(scores)};
-    const OutputTarget* target = results.device_target;
+    const bool targets = rows.parts.front().device_target != nullptr;
     const int32_t k = plan.shape.k;
-    const bool indices_in_place = target != nullptr && target->row_stride == k;
-    const OutputView out{.indices = indices_in_place ? target->indices : d_indices_.get(),
+    const OutputTarget* lone_target = lone ? rows.parts.front().device_target : nullptr;
+    const bool indices_in_place = lone_target != nullptr && lone_target->row_stride == k;
+    const OutputView out{.indices = indices_in_place ? lone_target->indices : d_indices_.get(),
                          .row_status = d_status_.get()};
     const RunContext context{.workspace = d_workspace_.get(),
                              .workspace_bytes = d_workspace_.bytes(),
@@ -128,44 +146,55 @@ class CudaWorker final : public WorkerBackend {
       return run;
     }
     const size_t outputs = static_cast<size_t>(rows.num_rows) * k;
-    const size_t value_bytes = ScoreTypeBytes(rows.dtype);
-    if (target != nullptr) {
-      if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, rows, k, *target)); !s.ok()) {
-        return s;
+    if (targets) {
+      for (const RowPart& part : rows.parts) {
+        if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, part, k, *part.device_target));
+            !s.ok()) {
+          return s;
+        }
       }
     }
     // Values of rows read on the GPU are gathered there too (the host has
     // no copy of those scores).
-    const bool gather_on_device =
-        target == nullptr && results.values != nullptr && device_scores != nullptr;
+    const bool gather_on_device = !targets && results.values != nullptr && device_scores != nullptr;
     if (gather_on_device) {
+      const RowPart all{.first_row = 0, .num_rows = rows.num_rows};
       const OutputTarget values{.values = d_values_.get(), .row_stride = k};
-      if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, rows, k, values)); !s.ok()) {
+      if (absl::Status s = DeviceLost(PlaceOnDevice(batch, out, all, k, values)); !s.ok()) {
         return s;
       }
     }
-    if (rows.ordering.record != nullptr) {
-      if (absl::Status s = DeviceLost(RecordEvent(rows.ordering.record)); !s.ok()) return s;
+    for (const RowPart& part : rows.parts) {
+      if (part.ordering.record == nullptr) continue;
+      if (absl::Status s = DeviceLost(RecordEvent(part.ordering.record)); !s.ok()) return s;
     }
-    if (absl::Status s = DeviceLost(Download(rows.num_rows, target != nullptr ? 0 : outputs,
-                                             gather_on_device ? outputs * value_bytes : 0));
+    if (absl::Status s =
+            DeviceLost(Download(rows.num_rows, targets ? 0 : outputs,
+                                gather_on_device ? outputs * ScoreTypeBytes(rows.dtype) : 0));
         !s.ok()) {
       return s;
     }
     std::memcpy(results.row_status, h_status_.get(), rows.num_rows * sizeof(RowStatus));
-    if (target != nullptr) return absl::OkStatus();
+    if (targets) return absl::OkStatus();
     std::memcpy(results.indices, h_indices_.get(), outputs * sizeof(int32_t));
     if (gather_on_device) {
-      std::memcpy(results.values, h_values_.get(), outputs * value_bytes);
+      std::memcpy(results.values, h_values_.get(), outputs * ScoreTypeBytes(rows.dtype));
     } else if (results.values != nullptr) {
-      // The pinned staging still holds this request's rows.
+      // The pinned staging still holds this batch's rows.
       GatherValues(h_scores_.get(), rows, k, results);
     }
     return absl::OkStatus();
   }
 
  private:
-  CudaWorker(int ordinal, bool use_graphs) : ordinal_(ordinal), use_graphs_(use_graphs) {}
+  CudaWorker(int ordinal, bool use_graphs, int copy_helpers, const RequestLimits& limits)
+      : ordinal_(ordinal),
+        use_graphs_(use_graphs),
+        // Every chunk of the largest batch: its bytes in kStagingChunkBytes
+        // pieces, plus one partial piece per part (at most one per row).
+        chunks_(static_cast<size_t>(limits.max_batch_bytes) / kStagingChunkBytes +
+                static_cast<size_t>(limits.max_rows) + 1),
+        copiers_(copy_helpers, [ordinal] { (void)cudaSetDevice(ordinal); }) {}
 
   // Every buffer a request can need, for the largest request `limits` allow:
   // pinned staging and its device twin for each input and output.
@@ -202,33 +231,96 @@ class CudaWorker final : public WorkerBackend {
     return absl::OkStatus();
   }
 
-  // The request's one copy, for rows not already on this GPU: from its
-  // source into pinned staging (so the uploads are true async DMA), then
-  // host-to-device on the worker's stream. A client's wait event is
-  // enqueued first, so nothing of the request runs before it.
-  absl::Status Upload(const SelectRows& rows, bool stage_scores) {
+  // The lowest of the parts' pointers on this GPU (the base the batch's
+  // rows are addressed from), or nullptr for rows in host memory.
+  static const float* LowestDeviceFloats(const SelectRows& rows) {
+    const float* lowest = nullptr;
+    for (const RowPart& part : rows.parts) {
+      const float* p = part.source->InPlaceDeviceFloats();
+      if (p == nullptr) return nullptr;
+      if (lowest == nullptr || std::less<const float*>()(p, lowest)) lowest = p;
+    }
+    return lowest;
+  }
+
+  // The batch's one copy, for rows not already on this GPU: from each
+  // part's source into pinned staging (so the uploads are true async DMA),
+  // then host-to-device on the worker's stream. Every part's wait event is
+  // enqueued first, so nothing of the batch runs before them. Rows on this
+  // GPU (`device_base` set) get offsets from that base instead of staging.
+  absl::Status Upload(const SelectRows& rows, const float* device_base) {
     if (absl::Status s = UseDevice(ordinal_); !s.ok()) return s;
     cudaStream_t stream = stream_.get();
-    if (rows.ordering.wait != nullptr) {
+    for (const RowPart& part : rows.parts) {
+      if (part.ordering.wait == nullptr) continue;
       TOPK_CUDA_RETURN_IF_ERROR(
-          cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(rows.ordering.wait), 0));
+          cudaStreamWaitEvent(stream, static_cast<cudaEvent_t>(part.ordering.wait), 0));
     }
     const size_t m = rows.num_rows;
-    if (stage_scores) {
-      StageOnHost(*rows.source, Staging::kAlwaysCopy,
-                  reinterpret_cast<std::byte*>(h_scores_.get()));
-      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_scores_.get(), h_scores_.get(),
-                                                rows.source->size_bytes(), cudaMemcpyHostToDevice,
-                                                stream));
+    if (device_base == nullptr) {
+      if (absl::Status s = StageAndUpload(rows); !s.ok()) return s;
+      std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
+    } else {
+      // One address space on the GPU: a part's rows are its offsets within
+      // its own source, moved by where that source lies from the base.
+      for (const RowPart& part : rows.parts) {
+        const auto shift =
+            static_cast<int64_t>((reinterpret_cast<uintptr_t>(part.source->InPlaceDeviceFloats()) -
+                                  reinterpret_cast<uintptr_t>(device_base)) /
+                                 ScoreTypeBytes(rows.dtype));
+        for (int64_t r = part.first_row; r < part.first_row + part.num_rows; ++r) {
+          h_offsets_.get()[r] = rows.row_offsets[r] - part.element_offset + shift;
+        }
+      }
     }
-    std::memcpy(h_offsets_.get(), rows.row_offsets, m * sizeof(int64_t));
     TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_offsets_.get(), h_offsets_.get(),
                                               m * sizeof(int64_t), cudaMemcpyHostToDevice, stream));
-    if (rows.device_lengths == nullptr) {
+    if (rows.lengths != nullptr) {
       std::memcpy(h_lengths_.get(), rows.lengths, m * sizeof(int32_t));
       TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
           d_lengths_.get(), h_lengths_.get(), m * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+    } else if (rows.parts.size() > 1) {
+      // Lengths on the GPU, one array per part: gathered there.
+      for (const RowPart& part : rows.parts) {
+        TOPK_CUDA_RETURN_IF_ERROR(
+            cudaMemcpyAsync(d_lengths_.get() + part.first_row, part.device_lengths,
+                            part.num_rows * sizeof(int32_t), cudaMemcpyDeviceToDevice, stream));
+      }
     }
+    return absl::OkStatus();
+  }
+
+  // The batch's host rows into pinned staging (each part at its element
+  // offset) and up to the GPU, chunk by chunk: each chunk's upload is
+  // enqueued as soon as it is staged, so the copy engine moves earlier
+  // chunks while later ones are staged, and the copy threads stage several
+  // chunks at once (one core cannot copy at the link's speed).
+  absl::Status StageAndUpload(const SelectRows& rows) {
+    size_t n = 0;
+    for (const RowPart& part : rows.parts) {
+      const size_t size = part.source->size_bytes();
+      const size_t base = static_cast<size_t>(part.element_offset) * ScoreTypeBytes(rows.dtype);
+      for (size_t from = 0; from < size; from += kStagingChunkBytes) {
+        if (n == chunks_.size()) return absl::InternalError("staging: more chunks than planned");
+        chunks_[n++] = {.source = part.source,
+                        .from = from,
+                        .to = base + from,
+                        .bytes = std::min(kStagingChunkBytes, size - from)};
+      }
+    }
+    auto* host = reinterpret_cast<std::byte*>(h_scores_.get());
+    auto* device = reinterpret_cast<std::byte*>(d_scores_.get());
+    cudaStream_t stream = stream_.get();
+    std::atomic<int> first_error{cudaSuccess};
+    copiers_.Run(static_cast<int64_t>(n), [&](int64_t i) {
+      const StagingChunk& chunk = chunks_[i];
+      chunk.source->CopyRange(chunk.from, chunk.bytes, host + chunk.to);
+      const cudaError_t error = cudaMemcpyAsync(device + chunk.to, host + chunk.to, chunk.bytes,
+                                                cudaMemcpyHostToDevice, stream);
+      int expected = cudaSuccess;
+      if (error != cudaSuccess) first_error.compare_exchange_strong(expected, error);
+    });
+    TOPK_CUDA_RETURN_IF_ERROR(static_cast<cudaError_t>(first_error.load()));
     return absl::OkStatus();
   }
 
@@ -252,20 +344,21 @@ class CudaWorker final : public WorkerBackend {
     return Synchronize();
   }
 
-  // The answer where `target` wants it on this GPU: indices at its stride
-  // (unless the selector wrote them there already) and values gathered
-  // from the rows.
-  absl::Status PlaceOnDevice(const RowBatch& batch, const OutputView& out, const SelectRows& rows,
+  // `part`'s answer where `target` wants it on this GPU: indices at its
+  // stride (unless the selector wrote them there already) and values
+  // gathered from the rows.
+  absl::Status PlaceOnDevice(const RowBatch& batch, const OutputView& out, const RowPart& part,
                              int32_t k, const OutputTarget& target) {
     const bool indices_placed = out.indices == target.indices || target.indices == nullptr;
+    const int64_t first = part.first_row;
     return PlaceOutputOnDevice(
-        {.indices = out.indices,
-         .row_status = out.row_status,
+        {.indices = out.indices + first * k,
+         .row_status = out.row_status + first,
          .scores = batch.dtype == ScoreType::kFloat32 ? static_cast<const void*>(batch.scores)
                                                       : static_cast<const void*>(batch.scores16),
          .dtype = batch.dtype,
-         .row_offsets = batch.row_offsets,
-         .num_rows = rows.num_rows,
+         .row_offsets = batch.row_offsets + first,
+         .num_rows = part.num_rows,
          .k = k,
          .target_indices = indices_placed ? nullptr : target.indices,
          .target_values = target.values,
@@ -303,8 +396,19 @@ class CudaWorker final : public WorkerBackend {
     return graphs_.emplace(key, *std::move(graph)).first->second.get();
   }
 
+  // A piece of a part's rows: bytes [from, from + bytes) of its source, at
+  // byte `to` of the staging and of its device twin.
+  struct StagingChunk {
+    const RowSource* source = nullptr;
+    size_t from = 0;
+    size_t to = 0;
+    size_t bytes = 0;
+  };
+
   int ordinal_;
   bool use_graphs_;
+  std::vector<StagingChunk> chunks_;  // sized at start
+  CopyThreads copiers_;
   std::unique_ptr<CudaSelector> selector_;
   cuda::Stream stream_;
   cuda::DeviceBuffer<float> d_scores_;
@@ -330,8 +434,11 @@ class CudaWorker final : public WorkerBackend {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int ordinal, bool use_graphs, DeviceDescription description)
-      : ordinal_(ordinal), use_graphs_(use_graphs), description_(std::move(description)) {}
+  CudaDevice(int ordinal, bool use_graphs, int copy_helpers, DeviceDescription description)
+      : ordinal_(ordinal),
+        use_graphs_(use_graphs),
+        copy_helpers_(copy_helpers),
+        description_(std::move(description)) {}
 
   std::string backend_name() const override { return "cuda"; }
   DeviceDescription description() const override { return description_; }
@@ -350,7 +457,7 @@ class CudaDevice final : public Device {
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) override {
     absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
-        CudaWorker::Create(ordinal_, use_graphs_, limits);
+        CudaWorker::Create(ordinal_, use_graphs_, copy_helpers_, limits);
     if (!worker.ok()) return worker.status();
     return std::unique_ptr<WorkerBackend>(*std::move(worker));
   }
@@ -358,6 +465,7 @@ class CudaDevice final : public Device {
  private:
   int ordinal_;
   bool use_graphs_;
+  int copy_helpers_;
   DeviceDescription description_;
 };
 
@@ -386,7 +494,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
   return usable;
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs) {
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
+                                                       int copy_helpers) {
   absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
   if (!prop.ok()) return DeviceLost(prop.status());
   DeviceDescription description{.ordinal = ordinal,
@@ -399,7 +508,7 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_gra
     if (CheckCudaScoreType(type).ok()) description.score_types.push_back(type);
   }
   return std::unique_ptr<Device>(
-      std::make_unique<CudaDevice>(ordinal, use_graphs, std::move(description)));
+      std::make_unique<CudaDevice>(ordinal, use_graphs, copy_helpers, std::move(description)));
 }
 
 #endif  // TOPK_HAVE_CUDA

@@ -1,6 +1,7 @@
 // The CUDA backend: topk::CudaSelector on one GPU. Each worker copies a
-// request's rows once, from their source into pinned staging, uploads them
-// on its own stream, and replays one captured CUDA graph per plan bucket.
+// batch's rows once, from their sources into pinned staging (in chunks, on
+// its copy threads, each chunk uploaded on its own stream as soon as it is
+// staged), and replays one captured CUDA graph per plan bucket.
 // Without CUDA in the build the factories below report why.
 #pragma once
 
@@ -18,6 +19,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices();
 
 // A Device for CUDA ordinal `ordinal`. With `use_graphs` each worker replays
 // one captured CUDA graph per plan bucket instead of launching kernels.
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs);
+// Each worker stages host rows with `copy_helpers` threads besides its own.
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
+                                                       int copy_helpers);
 
 }  // namespace topk::server

@@ -28,15 +28,26 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
     return absl::InvalidArgumentError(
         "--max_k, --max_rows, --max_width, --max_batch_bytes and --queue_depth must be positive");
   }
+  if (options.max_queue_delay_us < 0) {
+    return absl::InvalidArgumentError("--max_queue_delay_us must be >= 0");
+  }
+  if (options.worker_spin_us < 0) {
+    return absl::InvalidArgumentError("--worker_spin_us must be >= 0");
+  }
   if (backends.devices.empty() || backends.workers_per_device < 1) {
     return absl::InvalidArgumentError("the engine needs at least one device and one worker");
   }
   auto engine = std::unique_ptr<Engine>(new Engine(options));
   engine->backend_name_ = std::move(backends.name);
   engine->backend_reason_ = std::move(backends.reason);
+  const WorkerOptions worker_options{.limits = limits,
+                                     .max_queue_delay_us = options.max_queue_delay_us,
+                                     .spin_us = options.worker_spin_us};
+  Engine* self = engine.get();
   for (std::unique_ptr<Device>& device : backends.devices) {
     auto slot = std::make_unique<Slot>(options.queue_depth);
     slot->description = device->description();
+    slot->state.reroute = [self](const QueuedJob& queued) { self->Place(queued); };
     for (int w = 0; w < backends.workers_per_device; ++w) {
       absl::StatusOr<std::unique_ptr<WorkerBackend>> backend = device->CreateWorker(limits);
       if (!backend.ok()) {
@@ -44,8 +55,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
             backend.status().code(),
             absl::StrCat(slot->description.name, " worker ", w, ": ", backend.status().message()));
       }
-      slot->workers.push_back(std::make_unique<Worker>(*std::move(backend), limits, &slot->state));
+      slot->workers.push_back(
+          std::make_unique<Worker>(*std::move(backend), worker_options, &slot->state));
     }
+    slot->state.workers = static_cast<int>(slot->workers.size());
     slot->device = std::move(device);
     engine->slots_.push_back(std::move(slot));
   }
@@ -55,25 +68,44 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   return engine;
 }
 
-void Engine::Submit(SelectJob* job) {
-  Slot* best = nullptr;
-  size_t best_size = 0;
+void Engine::Submit(SelectJob* job) { Place(QueuedJob{job, SteadyNowUs()}); }
+
+void Engine::Place(const QueuedJob& queued) {
+  SelectJob* job = queued.job;
   // Rows or outputs in a GPU region pin the job to that GPU.
   const int32_t pinned = job->input().device_ordinal;
-  for (auto& slot : slots_) {
+  // Load: queued and running jobs per worker, compared without division.
+  // Equal loads are taken in turn, starting one further each call, so idle
+  // devices share a trickle of requests instead of the first taking all.
+  const size_t n = slots_.size();
+  const size_t start = next_slot_.fetch_add(1, std::memory_order_relaxed);
+  Slot* best = nullptr;
+  int64_t best_load = 0;
+  int64_t best_workers = 1;
+  for (size_t i = 0; i < n; ++i) {
+    Slot* slot = slots_[(start + i) % n].get();
     if (!slot->state.usable.load(std::memory_order_acquire)) continue;
     if (pinned >= 0 && slot->description.ordinal != pinned) continue;
-    const size_t size = slot->state.queue.size();
-    if (best == nullptr || size < best_size) {
-      best = slot.get();
-      best_size = size;
+    const auto load = static_cast<int64_t>(slot->state.queue.size()) +
+                      slot->state.in_flight.load(std::memory_order_relaxed);
+    const auto workers = static_cast<int64_t>(slot->workers.size());
+    if (best == nullptr || load * best_workers < best_load * workers) {
+      best = slot;
+      best_load = load;
+      best_workers = workers;
     }
   }
   if (best == nullptr) {
-    job->Complete(absl::UnavailableError("no usable device: the server hit a device error"), {});
+    job->Complete(
+        absl::UnavailableError(
+            pinned >= 0 ? absl::StrCat("device ", pinned,
+                                       " (where the request's regions are) is not usable: "
+                                       "the server hit a device error there")
+                        : "no usable device: the server hit a device error"),
+        {});
     return;
   }
-  if (!best->state.queue.TryPush(QueuedJob{job, SteadyNowUs()})) {
+  if (!best->state.queue.TryPush(queued)) {
     if (best->state.queue.closed()) {
       job->Complete(absl::UnavailableError("the server is shutting down"), {});
       return;
@@ -116,6 +148,7 @@ std::vector<EngineDevice> Engine::devices() const {
       device.backend.graph_capture_failures += counters.graph_capture_failures;
       device.backend.graph_replays += counters.graph_replays;
     }
+    device.batches = slot->state.batches.Sample();
     out.push_back(std::move(device));
   }
   return out;

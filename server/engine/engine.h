@@ -4,6 +4,7 @@
 // allocates.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -12,12 +13,22 @@
 #include "absl/status/statusor.h"
 #include "server/backends/backend.h"
 #include "server/backends/backend_factory.h"
+#include "server/engine/batch_sizes.h"
 #include "server/engine/select_job.h"
+#include "server/engine/worker.h"
 
 namespace topk::server {
 
 struct EngineOptions {
   int queue_depth = 64;  // per device
+  // Coalescing: a worker that takes a job also takes compatible queued jobs
+  // (coalescing.h) until the first job has waited this long since Submit
+  // (or the batch is full), and serves them in one backend call. 0: every
+  // job is its own call.
+  int64_t max_queue_delay_us = 100;
+  // How long an idle worker polls its queue before it sleeps (0: sleeps at
+  // once). Waking a sleeping thread costs tens of microseconds per request.
+  int64_t worker_spin_us = 50;
   RequestLimits limits;
 };
 
@@ -32,6 +43,7 @@ struct EngineDevice {
   int64_t plan_cache_hits = 0;     // summed over the device's workers
   int64_t plan_cache_misses = 0;
   BackendCounters backend;  // summed over the device's workers
+  BatchSizeCounts batches;  // requests per backend call
 };
 
 class Engine {
@@ -45,9 +57,10 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Hands the job to the device with the shortest queue. Completes the job
-  // at once with RESOURCE_EXHAUSTED when every queue is full, UNAVAILABLE
-  // when no device is usable or the engine is stopping.
+  // Hands the job to the least loaded usable device (queued and running
+  // jobs per worker; ties taken in turn), or to the device its regions are
+  // on. Completes the job at once with RESOURCE_EXHAUSTED when that queue is
+  // full, UNAVAILABLE when no device can serve it or the engine is stopping.
   void Submit(SelectJob* job);
 
   // Stops taking jobs, lets the workers finish what is queued, joins them.
@@ -68,10 +81,15 @@ class Engine {
   struct Slot;
   explicit Engine(const EngineOptions& options);
 
+  // Queues `queued` on a usable device that may serve it (a job from a
+  // device that turned unusable keeps its place in time), or completes it.
+  void Place(const QueuedJob& queued);
+
   EngineOptions options_;
   std::string backend_name_;
   std::string backend_reason_;
   std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<size_t> next_slot_{0};  // where ties start, in turn
 };
 
 }  // namespace topk::server

@@ -47,8 +47,13 @@ inline int64_t RowCount(const SelectInput& input) {
 }
 
 struct SelectTimings {
+  // From Submit to the start of the backend call that served the job:
+  // includes any wait for batch-mates.
   int64_t queue_us = 0;
+  // The backend call, shared by every job of a coalesced batch.
   int64_t device_us = 0;
+  // Jobs that call served, this one included: 1 unless coalesced.
+  int32_t batch_requests = 1;
 };
 
 // What a worker hands back. The spans point into the worker's preallocated

@@ -70,6 +70,24 @@ prometheus::ClientMetric Sample(double value, std::vector<prometheus::ClientMetr
   return metric;
 }
 
+// Requests per backend call, as a Prometheus histogram sample.
+prometheus::ClientMetric BatchSample(const BatchSizeCounts& counts,
+                                     std::vector<prometheus::ClientMetric::Label> labels) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < counts.buckets.size(); ++i) {
+    cumulative += static_cast<uint64_t>(counts.buckets[i]);
+    metric.histogram.bucket.push_back(
+        {.cumulative_count = cumulative,
+         .upper_bound = i < kBatchSizeBounds.size() ? static_cast<double>(kBatchSizeBounds[i])
+                                                    : std::numeric_limits<double>::infinity()});
+  }
+  metric.histogram.sample_count = static_cast<uint64_t>(counts.calls);
+  metric.histogram.sample_sum = static_cast<double>(counts.requests);
+  return metric;
+}
+
 // "cpu" for the host, else the CUDA ordinal.
 std::string DeviceLabel(const EngineDevice& device) {
   return device.description.ordinal < 0 ? "cpu" : std::to_string(device.description.ordinal);
@@ -82,7 +100,7 @@ std::string DeviceLabel(const EngineDevice& device) {
 void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
                           std::vector<prometheus::MetricFamily>& families) {
   using prometheus::MetricType;
-  constexpr size_t kDeviceFamilies = 9;
+  constexpr size_t kDeviceFamilies = 10;
   families.reserve(families.size() + kDeviceFamilies);  // the pointers below stay valid
   auto family = [&](const char* name, const char* help, MetricType type) {
     families.push_back({.name = name, .help = help, .type = type, .metric = {}});
@@ -109,8 +127,13 @@ void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
   auto* replays =
       family("topk_cuda_graph_replays_total",
              "Selections served by replaying a captured CUDA graph", MetricType::Counter);
+  auto* batches = family("topk_batch_requests",
+                         "Requests served per backend call (one launch on a GPU): above 1 when "
+                         "concurrent requests were coalesced",
+                         MetricType::Histogram);
   for (const EngineDevice& device : devices) {
     const std::string id = DeviceLabel(device);
+    batches->push_back(BatchSample(device.batches, {{"device", id}}));
     info->push_back(Sample(
         1, {{"device", id}, {"name", device.description.name}, {"uuid", device.description.uuid}},
         MetricType::Gauge));
@@ -248,6 +271,18 @@ void Metrics::FillStats(v1::Stats& stats) const {
   stats.set_queue_depth(engine_.queue_depth());
   stats.set_in_flight(engine_.in_flight());
   stats.set_uptime_s(absl::ToDoubleSeconds(absl::Now() - start_));
+  BatchSizeCounts batches;
+  for (const EngineDevice& device : engine_.devices()) batches += device.batches;
+  v1::BatchSizes& out = *stats.mutable_batch_requests();
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < batches.buckets.size(); ++i) {
+    if (i < kBatchSizeBounds.size()) out.add_upper_bounds(kBatchSizeBounds[i]);
+    cumulative += static_cast<uint64_t>(batches.buckets[i]);
+    out.add_cumulative_counts(cumulative);
+  }
+  out.set_calls(static_cast<uint64_t>(batches.calls));
+  out.set_requests(static_cast<uint64_t>(batches.requests));
+  out.set_max(static_cast<uint64_t>(batches.max));
 }
 
 std::string Metrics::PrometheusText() const {

@@ -314,6 +314,7 @@ int64_t EncodeResponse(const SelectOutput& output, int32_t k, int64_t rows, int6
   timings->set_queue_us(output.timings.queue_us);
   timings->set_device_us(output.timings.device_us);
   timings->set_total_us(total_us);
+  timings->set_batch_requests(output.timings.batch_requests);
   return static_cast<int64_t>(index_bytes + value_bytes);
 }
 

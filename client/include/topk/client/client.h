@@ -60,6 +60,9 @@ struct ServerTimings {
   int64_t queue_us = 0;
   int64_t device_us = 0;
   int64_t total_us = 0;
+  // Requests the server served in the same launch as this one (1: not
+  // coalesced; 0: a server that does not report it).
+  int32_t batch_requests = 0;
 };
 
 struct SelectResult {

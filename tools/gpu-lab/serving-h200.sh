@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# The serving checks and figures on a GPU machine, from a relocatable CUDA build
+# (bin/, lib/, python/, proto/, python-tests/ under ROOT), in one call:
+#   suites:   the region, pipeline, SIGBUS and coalescing suites on the CUDA
+#             backend, the CUDA IPC region test (a second process exports), the
+#             half-precision e2e suite, the Python/torch client across processes
+#   latency:  Echo vs unary vs pipelined Select by reference (region_call_bench);
+#             inline vs shm vs ipc, unary and pipelined, for 1 x 128K, 8 x 1M
+#             and 64 x 128K at 1 and 8 clients (K = 2048), and coalescing's cost
+#             at 1 client
+#   decode:   64 clients x 4 rows x 256K over IPC and inline, coalescing on/off
+#   inline:   64 x 128K inline at 8 clients, the pinned-copy time of its bytes,
+#             and one malloc arena against glibc's default
+#   dtype:    FP32 vs BF16 vs FP16 inline, 8 clients
+#   twogpu:   the decode load on one GPU vs both (when two are visible)
+# Every loadgen step verifies answers; one CSV (serving_h200.csv, a `run`
+# column naming the configuration) and summary.txt go to OUT_DIR.
+# Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
+set -uo pipefail
+root=$(cd "$1" && pwd) out=$2
+steps=${3:-suites,latency,decode,inline,dtype,twogpu}
+mkdir -p "$out"
+bin=$root/bin raw=$out/raw
+mkdir -p "$raw"
+sock=/tmp/topk-serving.sock
+csv=$out/serving_h200.csv
+has() { [[ ",$steps," == *",$1,"* ]]; }
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+nvidia-smi -L | tee -a "$out/summary.txt"
+gpus=$(nvidia-smi -L | wc -l)
+server=
+start_server() {  # flags...
+  rm -f "$sock"
+  "$bin/topk-server" --backend=cuda --enable_regions --enable_echo --listen="unix:$sock" \
+    --metrics_listen= --max_k=2048 "$@" >>"$raw/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
+}
+stop_server() { [ -n "$server" ] && kill -TERM "$server" 2>/dev/null && wait "$server"; server=; }
+trap stop_server EXIT
+# lg RUN loadgen-flags...: one loadgen run, its steps appended to the CSV.
+lg() {
+  local run=$1
+  shift
+  timeout 90 "$bin/topk-loadgen" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
+    --duration_s=2 --warmup_s=0.5 --verify_every=20 --progress=false --csv="$raw/$run.csv" \
+    "$@" >"$raw/$run.txt" 2>&1
+  echo "$run rc=$?" >>"$out/summary.txt"
+  [ -s "$csv" ] || { printf 'run,'; head -1 "$raw/$run.csv"; } >"$csv"
+  tail -n +2 "$raw/$run.csv" | sed "s/^/$run,/" >>"$csv"
+}
+
+if has suites; then
+  log "suites on the CUDA backend"
+  for t in region_pipeline_test region_sigbus_test region_select_test region_fault_test \
+    coalescing_test half_precision_test; do
+    [ -x "$bin/$t" ] || { echo "$t: not packed" | tee -a "$out/summary.txt"; continue; }
+    TOPK_TEST_BACKEND=cuda REGION_SESSION_CHILD=$bin/region_session_child timeout 120 "$bin/$t" \
+      >"$raw/$t.log" 2>&1
+    echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$raw/$t.log" | tr '\n' ' ')" |
+      tee -a "$out/summary.txt"
+  done
+  TOPK_SERVER_BINARY=$bin/topk-server timeout 150 "$bin/region_cuda_test" \
+    >"$raw/region_cuda_test.log" 2>&1
+  echo "region_cuda_test rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$raw/region_cuda_test.log" |
+    tr '\n' ' ')" | tee -a "$out/summary.txt"
+  start_server
+  log "Python/torch across processes"
+  pyroot=$root/python
+  # Stubs from this machine's own protoc when it has grpc_tools (its protobuf
+  # runtime may be newer than the build machine's protoc).
+  if python3 -c "import grpc_tools" 2>/dev/null; then
+    rm -rf /tmp/pystubs && mkdir -p /tmp/pystubs && cp -r "$root/python/topk_client" /tmp/pystubs/ &&
+      python3 -m grpc_tools.protoc --proto_path="$root/proto" \
+        --python_out=/tmp/pystubs/topk_client/_proto \
+        --grpc_python_out=/tmp/pystubs/topk_client/_proto "$root/proto/topk/v1/topk.proto" &&
+      pyroot=/tmp/pystubs
+  fi
+  PYTHONPATH=$pyroot timeout 120 python3 "$root/python-tests/torch_ipc_test.py" \
+    --target "unix:$sock" 2>&1 | tail -5 | tee -a "$out/summary.txt"
+  stop_server
+fi
+
+if has latency; then
+  start_server
+  log "Echo vs unary vs pipelined Select by reference (tiny rows)"
+  timeout 120 "$bin/region_call_bench" --target="unix:$sock" --calls=20000 2>&1 |
+    tee "$raw/call_bench.txt" | tail -8 | tee -a "$out/summary.txt"
+  for shape in "1 131072" "8 1048576" "64 131072"; do
+    read -r rows width <<<"$shape"
+    for tc in "inline unary" "shm unary" "shm pipeline" "ipc unary" "ipc pipeline"; do
+      read -r transport call <<<"$tc"
+      lg "lat-${rows}x${width}-$transport-$call" --transport="$transport" --call="$call" \
+        --rows="$rows" --width="$width" --concurrency=1,8
+    done
+  done
+  stop_server
+  start_server --max_queue_delay_us=0
+  lg "lat-1x131072-ipc-pipeline-nocoalesce" --transport=ipc --call=pipeline --rows=1 \
+    --width=131072 --concurrency=1,8
+  stop_server
+fi
+
+if has decode; then
+  for delay in 0 default; do
+    flags=()
+    [ "$delay" = 0 ] && flags=(--max_queue_delay_us=0)
+    start_server "${flags[@]}"
+    lg "decode-ipc-delay$delay" --transport=ipc --call=pipeline --workload=decode \
+      --rows_per_request=4 --width=262144 --concurrency=64 --duration_s=3
+    lg "decode-inline-delay$delay" --workload=decode --rows_per_request=4 --width=262144 \
+      --concurrency=64 --duration_s=3
+    stop_server
+  done
+fi
+
+if has inline; then
+  log "pinned host-to-device copy of 64 x 128K FP32 (the inline path's reference)"
+  timeout 60 python3 - <<'PY' 2>&1 | tee -a "$out/summary.txt"
+import torch
+n = 64 * 131072
+src = torch.randn(n).pin_memory()
+dst = torch.empty(n, device="cuda")
+for _ in range(5):
+    dst.copy_(src, non_blocking=True)
+torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(50):
+    start.record(); dst.copy_(src, non_blocking=True); end.record(); end.synchronize()
+    times.append(start.elapsed_time(end))
+times.sort()
+print("pinned_h2d_ms p50 %.3f min %.3f for %d bytes (%.1f GB/s)" %
+      (times[25], times[0], n * 4, n * 4 / times[25] / 1e6))
+PY
+  for arenas in default 0; do
+    flags=()
+    [ "$arenas" = 0 ] && flags=(--malloc_arenas=0)
+    start_server "${flags[@]}"
+    lg "inline-64x131072-arenas$arenas" --rows=64 --width=131072 --concurrency=1,8
+    stop_server
+  done
+fi
+
+if has dtype; then
+  start_server
+  for dtype in fp32 bf16 fp16; do
+    lg "dtype-$dtype-64x131072" --dtype=$dtype --rows=64 --width=131072 --concurrency=8
+    lg "dtype-$dtype-8x1048576-ipc" --dtype=$dtype --transport=ipc --call=pipeline --rows=8 \
+      --width=1048576 --concurrency=1,8
+  done
+  stop_server
+fi
+
+if has twogpu && [ "$gpus" -ge 2 ]; then
+  log "decode load (2 x 32 clients, 4 x 256K, IPC) on one GPU vs both"
+  for devices in 0 0,1; do
+    start_server --cuda_devices=$devices
+    second=1
+    [ "$devices" = 0 ] && second=0
+    # Two loadgens at once, one per exporting device (regions stay on their GPU).
+    timeout 90 "$bin/topk-loadgen" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
+      --duration_s=4 --warmup_s=1 --verify_every=20 --progress=false --transport=ipc \
+      --call=pipeline --workload=decode --rows_per_request=4 --width=262144 --concurrency=32 \
+      --ipc_device=$second --csv="$raw/twogpu-$devices-b.csv" >"$raw/twogpu-$devices-b.txt" 2>&1 &
+    other=$!
+    lg "twogpu-$devices-a" --transport=ipc --call=pipeline --workload=decode \
+      --rows_per_request=4 --width=262144 --concurrency=32 --ipc_device=0 --duration_s=4 \
+      --warmup_s=1
+    wait $other
+    echo "twogpu-$devices-b rc=$?" >>"$out/summary.txt"
+    tail -n +2 "$raw/twogpu-$devices-b.csv" | sed "s/^/twogpu-$devices-b,/" >>"$csv"
+    stop_server
+  done
+fi
+
+log "results"
+python3 - "$csv" <<'PY' | tee -a "$out/summary.txt"
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    print("%-42s c=%-3s req/s=%9s p50=%7s p99=%7s srv=%7s dev=%7s batch=%6s inexact=%s err=%s" % (
+        r["run"], r["setting"], r["req_per_s"], r["p50_us"], r["p99_us"], r["server_total_us"],
+        r["server_device_us"], r["batch_mean"], r["inexact"], r["errors"]))
+PY
+tar -C "$out" -czf "$out/raw.tgz" raw && rm -rf "$raw"
