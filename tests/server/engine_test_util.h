@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,9 +36,7 @@ class TestJob final : public SelectJob {
  public:
   TestJob(tools::PackedRows rows, int32_t k, bool return_values = false, int32_t pinned = -1,
           Held held = Held::kInPlace)
-      : rows_(std::move(rows)),
-        misaligned_(1 + rows_.scores.size() * sizeof(float), '\0'),
-        source_(Bytes(held)) {
+      : rows_(std::move(rows)), misaligned_(1 + rows_.bytes(), '\0'), source_(Bytes(held)) {
     input_.k = k;
     input_.return_values = return_values;
     input_.lengths = rows_.lengths;
@@ -44,6 +44,7 @@ class TestJob final : public SelectJob {
     input_.max_length = *std::max_element(rows_.lengths.begin(), rows_.lengths.end());
     input_.num_rows = static_cast<int64_t>(rows_.lengths.size());
     input_.device_ordinal = pinned;
+    input_.dtype = rows_.dtype;
   }
 
   const SelectInput& input() const override { return input_; }
@@ -56,7 +57,14 @@ class TestJob final : public SelectJob {
     result_.num_rows = input_.num_rows;
     result_.k = input_.k;
     result_.indices.assign(output.indices.begin(), output.indices.end());
-    result_.values.assign(output.values.begin(), output.values.end());
+    // Values in the rows' type: FP32 into `values`, 16-bit patterns into `values16`.
+    if (input_.dtype == ScoreType::kFloat32) {
+      result_.values.resize(output.values.size() / sizeof(float));
+      std::memcpy(result_.values.data(), output.values.data(), output.values.size());
+    } else {
+      result_.values16.resize(output.values.size() / sizeof(uint16_t));
+      std::memcpy(result_.values16.data(), output.values.data(), output.values.size());
+    }
     done_ = true;
   }
 
@@ -83,19 +91,28 @@ class TestJob final : public SelectJob {
     if (!status_.ok()) return status_;
     if (absl::Status s = tools::Verify(rows_, input_.k, input_.options, result_); !s.ok()) return s;
     if (!input_.return_values) {
-      return result_.values.empty() ? absl::OkStatus()
-                                    : absl::InternalError("values sent though not asked for");
+      return result_.values.empty() && result_.values16.empty()
+                 ? absl::OkStatus()
+                 : absl::InternalError("values sent though not asked for");
     }
     const int64_t k = input_.k;
-    if (static_cast<int64_t>(result_.values.size()) != input_.num_rows * k) {
+    const bool wide = input_.dtype == ScoreType::kFloat32;
+    const size_t count = wide ? result_.values.size() : result_.values16.size();
+    if (static_cast<int64_t>(count) != input_.num_rows * k) {
       return absl::InternalError("values: wrong count");
     }
+    const auto nan16 = static_cast<uint16_t>(QuietNanBits(input_.dtype));
     for (int64_t r = 0; r < input_.num_rows; ++r) {
       for (int64_t j = 0; j < k; ++j) {
         const int32_t index = result_.indices[r * k + j];
-        const float value = result_.values[r * k + j];
-        const bool ok =
-            index < 0 ? std::isnan(value) : value == rows_.scores[rows_.offsets[r] + index];
+        bool ok = false;
+        if (wide) {
+          const float value = result_.values[r * k + j];
+          ok = index < 0 ? std::isnan(value) : value == rows_.scores[rows_.offsets[r] + index];
+        } else {
+          const uint16_t value = result_.values16[r * k + j];
+          ok = value == (index < 0 ? nan16 : rows_.scores16[rows_.offsets[r] + index]);
+        }
         if (!ok) return absl::InternalError(absl::StrCat("values: row ", r, " slot ", j));
       }
     }
@@ -104,8 +121,9 @@ class TestJob final : public SelectJob {
 
  private:
   absl::string_view Bytes(Held held) {
-    const auto* bytes = reinterpret_cast<const char*>(rows_.scores.data());
-    const size_t size = rows_.scores.size() * sizeof(float);
+    const std::string_view wire = client::ScoreBytes(rows_.view());
+    const char* bytes = wire.data();
+    const size_t size = wire.size();
     if (held == Held::kInPlace) return absl::string_view(bytes, size);
     std::copy(bytes, bytes + size, misaligned_.begin() + 1);
     return absl::string_view(misaligned_.data() + 1, size);
