@@ -91,8 +91,13 @@ void Worker::Gather() {
   BatchFootprint footprint;
   Add(lead, footprint);
   // The delay counts from Submit: a job that already waited that long for
-  // a worker takes only the batch-mates queued by now.
-  const int64_t deadline_us = batch_.front().enqueued_us + options_.max_queue_delay_us;
+  // a worker takes only the batch-mates queued by now. A job that finds the
+  // device idle, nothing else queued and the last batch alone has no
+  // batch-mates coming (a lone client): it does not wait at all.
+  const bool alone = device_->serving.load(std::memory_order_relaxed) == 0 &&
+                     device_->queue.size() == 0 &&
+                     device_->last_batch_jobs.load(std::memory_order_relaxed) <= 1;
+  const int64_t deadline_us = alone ? 0 : batch_.front().enqueued_us + options_.max_queue_delay_us;
   const auto joins = [&](const QueuedJob& queued) {
     return CanJoin(lead, queued.job->input(), footprint, options_.limits, max_jobs_);
   };
@@ -131,6 +136,7 @@ void Worker::ServeBatch() {
   }
   batch_.resize(live);  // shrinks: no allocation
   if (live == 0) return;
+  device_->last_batch_jobs.store(static_cast<int64_t>(live), std::memory_order_relaxed);
   const absl::Status status = RunBatch(batch_, start_us);
   if (status.ok()) return;
   if (live == 1 || absl::IsUnavailable(status)) {

@@ -35,6 +35,9 @@ struct DeviceState {
   int workers = 0;  // set before the workers start
   // Workers serving a batch now; the others are idle (or gathering).
   std::atomic<int> serving{0};
+  // Jobs in the batch this device's workers served last: more than one means
+  // requests are arriving together, so waiting for batch-mates pays.
+  std::atomic<int64_t> last_batch_jobs{0};
   BatchSizes batches;
   // Held by the worker gathering a batch (coalescing only).
   absl::Mutex gather_turn;

@@ -8,7 +8,10 @@
 #             inline vs shm vs ipc, unary and pipelined, for 1 x 128K, 8 x 1M
 #             and 64 x 128K at 1 and 8 clients (K = 2048), and coalescing's cost
 #             at 1 client
+#   spin:     1 x 128K by IPC with idle workers polling (--worker_spin_us) or not
 #   decode:   64 clients x 4 rows x 256K over IPC and inline, coalescing on/off
+#   diag:     the IPC decode load at 16/32/64 clients with the host's CPU use,
+#             the server's CPU time and its threads' states
 #   inline:   64 x 128K inline at 8 clients, the pinned-copy time of its bytes,
 #             and one malloc arena against glibc's default
 #   dtype:    FP32 vs BF16 vs FP16 inline, 8 clients
@@ -18,7 +21,7 @@
 # Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
 set -uo pipefail
 root=$(cd "$1" && pwd) out=$2
-steps=${3:-suites,latency,decode,inline,dtype,twogpu}
+steps=${3:-suites,latency,spin,decode,diag,inline,dtype,twogpu}
 mkdir -p "$out"
 bin=$root/bin raw=$out/raw
 mkdir -p "$raw"
@@ -101,6 +104,44 @@ if has latency; then
   stop_server
 fi
 
+if has spin; then
+  for spin in 0 default; do
+    flags=()
+    [ "$spin" = 0 ] && flags=(--worker_spin_us=0)
+    start_server "${flags[@]}"
+    lg "spin$spin-1x131072-ipc-pipeline" --transport=ipc --call=pipeline --rows=1 --width=131072 \
+      --concurrency=1,8
+    stop_server
+  done
+fi
+
+if has diag; then
+  # Where the decode load's time goes: host CPU busy share, the server's CPU
+  # seconds and its threads' states, at 16, 32 and 64 clients, no verification.
+  log "decode load by clients: host CPU, server CPU, server threads running (R) vs sleeping"
+  echo "cores: $(nproc)" | tee -a "$out/summary.txt"
+  start_server
+  for c in 16 32 64; do
+    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+    busy0=$((u + n + sy + irq + sirq)) total0=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+    srv0=$(awk '{print $14 + $15}' /proc/$server/stat)
+    (for _ in $(seq 10); do sleep 0.4; cat /proc/$server/task/*/stat 2>/dev/null |
+      awk '{print $3}' | sort | uniq -c | tr '\n' ' '; echo; done) >"$raw/threads-c$c.txt" &
+    sampler=$!
+    lg "diag-decode-ipc-c$c" --transport=ipc --call=pipeline --workload=decode \
+      --rows_per_request=4 --width=262144 --concurrency=$c --duration_s=4 --warmup_s=0.5 \
+      --verify_every=0
+    wait $sampler
+    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+    busy1=$((u + n + sy + irq + sirq)) total1=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+    srv1=$(awk '{print $14 + $15}' /proc/$server/stat)
+    echo "c=$c host busy $(( 100 * (busy1 - busy0) / (total1 - total0) ))% of $(nproc) cores;" \
+      "server cpu $(( (srv1 - srv0) ))/100 s over ~4.5 s; thread states (last sample):" \
+      "$(tail -1 "$raw/threads-c$c.txt")" | tee -a "$out/summary.txt"
+  done
+  stop_server
+fi
+
 if has decode; then
   for delay in 0 default; do
     flags=()
@@ -155,6 +196,7 @@ fi
 if has twogpu && [ "$gpus" -ge 2 ]; then
   log "decode load (2 x 32 clients, 4 x 256K, IPC) on one GPU vs both"
   for devices in 0 0,1; do
+    label=${devices/,/+}
     start_server --cuda_devices=$devices
     second=1
     [ "$devices" = 0 ] && second=0
@@ -162,14 +204,14 @@ if has twogpu && [ "$gpus" -ge 2 ]; then
     timeout 90 "$bin/topk-loadgen" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
       --duration_s=4 --warmup_s=1 --verify_every=20 --progress=false --transport=ipc \
       --call=pipeline --workload=decode --rows_per_request=4 --width=262144 --concurrency=32 \
-      --ipc_device=$second --csv="$raw/twogpu-$devices-b.csv" >"$raw/twogpu-$devices-b.txt" 2>&1 &
+      --ipc_device=$second --csv="$raw/twogpu-$label-b.csv" >"$raw/twogpu-$label-b.txt" 2>&1 &
     other=$!
-    lg "twogpu-$devices-a" --transport=ipc --call=pipeline --workload=decode \
+    lg "twogpu-$label-a" --transport=ipc --call=pipeline --workload=decode \
       --rows_per_request=4 --width=262144 --concurrency=32 --ipc_device=0 --duration_s=4 \
       --warmup_s=1
     wait $other
-    echo "twogpu-$devices-b rc=$?" >>"$out/summary.txt"
-    tail -n +2 "$raw/twogpu-$devices-b.csv" | sed "s/^/twogpu-$devices-b,/" >>"$csv"
+    echo "twogpu-$label-b rc=$?" >>"$out/summary.txt"
+    tail -n +2 "$raw/twogpu-$label-b.csv" | sed "s/^/twogpu-$label-b,/" >>"$csv"
     stop_server
   done
 fi
