@@ -73,20 +73,33 @@ assert s["warmup_calls"] > 0 and s["requests"] == 0, s
 PY
 # Poisson arrivals: gaps vary about as much as their mean (a constant
 # schedule's hardly at all). Progress into a file: lines, no carriage returns.
-for arrivals in constant poisson; do
-  "$loadgen" $t --rows=2 --width=2000 --k=16 --request_rate=300 --arrivals=$arrivals \
-    --duration_s=1.5 --warmup_s=0.2 --json="$work/$arrivals.json" >/dev/null 2>"$work/progress.txt"
-  ! grep -q $'\r' "$work/progress.txt"
-done
-python3 - "$work/constant.json" "$work/poisson.json" <<'PY'
+# Measured on the actual send times: a sender starved by a loaded machine (CI
+# runs suites side by side) makes constant gaps uneven too, so a pair whose
+# constant run shows that is measured again, up to three times.
+arrivals_ok=0
+for attempt in 1 2 3; do
+  for arrivals in constant poisson; do
+    "$loadgen" $t --rows=2 --width=2000 --k=16 --request_rate=300 --arrivals=$arrivals \
+      --duration_s=1.5 --warmup_s=0.2 --json="$work/$arrivals.json" >/dev/null 2>"$work/progress.txt"
+    ! grep -q $'\r' "$work/progress.txt"
+  done
+  verdict=$(python3 - "$work/constant.json" "$work/poisson.json" <<'PY'
 import json, sys
 constant, poisson = (json.load(open(p))["steps"][0] for p in sys.argv[1:])
-# Measured on the actual send times: a loaded machine (CI runs suites side by
-# side) makes constant gaps uneven too, so compare the two as well as bound them.
-cv_constant, cv_poisson = constant["arrival_cv"], poisson["arrival_cv"]
-assert cv_constant < 0.6 and max(0.6, cv_constant + 0.3) < cv_poisson < 1.6, (constant, poisson)
 assert poisson["requests"] > 200 and poisson["errors"] == 0, poisson
+cv_constant, cv_poisson = constant["arrival_cv"], poisson["arrival_cv"]
+if cv_constant >= 0.6:
+    print("starved")  # the constant schedule itself was not kept: measure again
+elif max(0.6, cv_constant + 0.3) < cv_poisson < 1.6:
+    print("ok")
+else:
+    print("wrong", constant, poisson)
 PY
+)
+  [ "$verdict" = ok ] && { arrivals_ok=1; break; }
+  [ "$verdict" = starved ] || { echo "arrivals: $verdict" >&2; exit 1; }
+done
+[ "$arrivals_ok" = 1 ]
 # --connections: that many TCP connections to the server, however many callers.
 "$loadgen" $t --rows=2 --width=2000 --k=16 --concurrency=6 --connections=3 --duration_s=4 \
   --warmup_s=0.2 --progress=false >/dev/null &
