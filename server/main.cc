@@ -62,8 +62,7 @@ ABSL_FLAG(int64_t, max_queue_delay_us, Defaults().engine.max_queue_delay_us,
           "longest a request waits for compatible requests to share its launch (0: no "
           "coalescing)");
 ABSL_FLAG(int64_t, worker_spin_us, Defaults().engine.worker_spin_us,
-          "how long an idle worker polls for the next request before it sleeps (0: at once; "
-          "-1: 50 us for GPU workers, 0 for CPU workers)");
+          "how long an idle worker polls for the next request before it sleeps (0: at once)");
 ABSL_FLAG(int, max_k, Defaults().engine.limits.max_k, "largest K accepted");
 ABSL_FLAG(int64_t, max_rows, Defaults().engine.limits.max_rows, "most rows in one request");
 ABSL_FLAG(int64_t, max_width, Defaults().engine.limits.max_width, "largest row length L_r");

@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (options.max_queue_delay_us < 0) {
     return absl::InvalidArgumentError("--max_queue_delay_us must be >= 0");
   }
-  if (options.worker_spin_us < EngineOptions::kAutoSpin) {
-    return absl::InvalidArgumentError("--worker_spin_us must be >= 0, or -1 for automatic");
+  if (options.worker_spin_us < 0) {
+    return absl::InvalidArgumentError("--worker_spin_us must be >= 0");
   }
   if (backends.devices.empty() || backends.workers_per_device < 1) {
     return absl::InvalidArgumentError("the engine needs at least one device and one worker");
@@ -40,18 +40,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   auto engine = std::unique_ptr<Engine>(new Engine(options));
   engine->backend_name_ = std::move(backends.name);
   engine->backend_reason_ = std::move(backends.reason);
+  const WorkerOptions worker_options{.limits = limits,
+                                     .max_queue_delay_us = options.max_queue_delay_us,
+                                     .spin_us = options.worker_spin_us};
   Engine* self = engine.get();
   for (std::unique_ptr<Device>& device : backends.devices) {
     auto slot = std::make_unique<Slot>(options.queue_depth);
     slot->description = device->description();
     slot->state.reroute = [self](const QueuedJob& queued) { self->Place(queued); };
-    const bool gpu = slot->description.ordinal >= 0;
-    const WorkerOptions worker_options{.limits = limits,
-                                       .max_queue_delay_us = options.max_queue_delay_us,
-                                       .spin_us = options.worker_spin_us != EngineOptions::kAutoSpin
-                                                      ? options.worker_spin_us
-                                                  : gpu ? EngineOptions::kGpuWorkerSpinUs
-                                                        : 0};
     for (int w = 0; w < backends.workers_per_device; ++w) {
       absl::StatusOr<std::unique_ptr<WorkerBackend>> backend = device->CreateWorker(limits);
       if (!backend.ok()) {

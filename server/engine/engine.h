@@ -28,12 +28,7 @@ struct EngineOptions {
   int64_t max_queue_delay_us = 100;
   // How long an idle worker polls its queue before it sleeps (0: sleeps at
   // once). Waking a sleeping thread costs tens of microseconds per request.
-  // kAutoSpin: kGpuWorkerSpinUs for GPU workers, which mostly wait on their
-  // device; 0 for CPU workers, whose polling would take cores from the
-  // selection and the transport.
-  static constexpr int64_t kAutoSpin = -1;
-  static constexpr int64_t kGpuWorkerSpinUs = 50;
-  int64_t worker_spin_us = kAutoSpin;
+  int64_t worker_spin_us = 50;
   RequestLimits limits;
 };
 
