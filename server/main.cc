@@ -61,8 +61,6 @@ ABSL_FLAG(int, queue_depth, Defaults().engine.queue_depth,
 ABSL_FLAG(int64_t, max_queue_delay_us, Defaults().engine.max_queue_delay_us,
           "longest a request waits for compatible requests to share its launch (0: no "
           "coalescing)");
-ABSL_FLAG(int64_t, worker_spin_us, Defaults().engine.worker_spin_us,
-          "how long an idle worker polls for the next request before it sleeps (0: at once)");
 ABSL_FLAG(int, max_k, Defaults().engine.limits.max_k, "largest K accepted");
 ABSL_FLAG(int64_t, max_rows, Defaults().engine.limits.max_rows, "most rows in one request");
 ABSL_FLAG(int64_t, max_width, Defaults().engine.limits.max_width, "largest row length L_r");
@@ -267,7 +265,6 @@ int main(int argc, char** argv) {
   options.backends.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.engine.max_queue_delay_us = absl::GetFlag(FLAGS_max_queue_delay_us);
-  options.engine.worker_spin_us = absl::GetFlag(FLAGS_worker_spin_us);
   options.engine.limits = {.max_k = absl::GetFlag(FLAGS_max_k),
                            .max_rows = absl::GetFlag(FLAGS_max_rows),
                            .max_width = absl::GetFlag(FLAGS_max_width),

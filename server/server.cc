@@ -174,7 +174,6 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--max_batch_bytes", limits.max_batch_bytes, 4, int64_t{1} << 40},
       {"--queue_depth", options.engine.queue_depth, 1, int64_t{1} << 20},
       {"--max_queue_delay_us", options.engine.max_queue_delay_us, 0, 1'000'000},
-      {"--worker_spin_us", options.engine.worker_spin_us, 0, 1'000'000},
       {"--workers", options.backends.workers, 0, 256},
       {"--cpu_threads", options.backends.cpu_threads, 0, 4096},
       {"--max_recv_message_bytes", options.max_recv_message_bytes, 1, kGrpcMaxMessage},

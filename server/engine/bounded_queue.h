@@ -4,14 +4,12 @@
 // batch also takes matching items from anywhere in the queue.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace topk::server {
@@ -30,24 +28,17 @@ class BoundedQueue {
     if (closed_ || size_ == ring_.size()) return false;
     ring_[(head_ + size_) % ring_.size()] = std::move(item);
     ++size_;
-    Publish();
     return true;
   }
 
-  // Blocks until an item arrives or the queue is closed and empty. With a
-  // positive `spin`, first polls for up to that long without sleeping: a
-  // parked thread takes tens of microseconds to wake, more than a small
-  // GPU request's whole selection, so a worker that has just finished a job
-  // stays awake briefly for the next one.
-  std::optional<T> Pop(absl::Duration spin = absl::ZeroDuration()) {
-    if (spin > absl::ZeroDuration()) SpinUntilReady(spin);
+  // Blocks until an item arrives or the queue is closed and empty.
+  std::optional<T> Pop() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(this, &BoundedQueue::ReadyOrClosed));
     if (size_ == 0) return std::nullopt;
     T item = std::move(ring_[head_]);
     head_ = (head_ + 1) % ring_.size();
     --size_;
-    Publish();
     return item;
   }
 
@@ -72,7 +63,6 @@ class BoundedQueue {
       ring_[(head_ + i) % ring_.size()] = std::move(ring_[(head_ + i + 1) % ring_.size()]);
     }
     --size_;
-    Publish();
     return item;
   }
 
@@ -80,7 +70,6 @@ class BoundedQueue {
   void Close() {
     absl::MutexLock lock(&mu_);
     closed_ = true;
-    Publish();
   }
 
   size_t size() const {
@@ -96,25 +85,6 @@ class BoundedQueue {
  private:
   bool ReadyOrClosed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return size_ > 0 || closed_; }
 
-  // Mirrors ReadyOrClosed() for threads polling without the lock.
-  void Publish() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ready_.store(ReadyOrClosed(), std::memory_order_release);
-  }
-
-  void SpinUntilReady(absl::Duration spin) const {
-    const absl::Time until = absl::Now() + spin;
-    while (!ready_.load(std::memory_order_acquire)) {
-      // A few hundred polls between clock reads keep the clock off the
-      // critical path; the pause instruction spares the sibling hyperthread.
-      for (int i = 0; i < 256 && !ready_.load(std::memory_order_relaxed); ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-      if (absl::Now() >= until) return;
-    }
-  }
-
   // The queue position of the oldest item `match` accepts; size_ if none.
   template <typename Match>
   size_t Find(const Match& match) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -129,7 +99,6 @@ class BoundedQueue {
   size_t head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t size_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> ready_{false};
 };
 
 }  // namespace topk::server

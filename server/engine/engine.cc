@@ -31,9 +31,6 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   if (options.max_queue_delay_us < 0) {
     return absl::InvalidArgumentError("--max_queue_delay_us must be >= 0");
   }
-  if (options.worker_spin_us < 0) {
-    return absl::InvalidArgumentError("--worker_spin_us must be >= 0");
-  }
   if (backends.devices.empty() || backends.workers_per_device < 1) {
     return absl::InvalidArgumentError("the engine needs at least one device and one worker");
   }
@@ -41,8 +38,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   engine->backend_name_ = std::move(backends.name);
   engine->backend_reason_ = std::move(backends.reason);
   const WorkerOptions worker_options{.limits = limits,
-                                     .max_queue_delay_us = options.max_queue_delay_us,
-                                     .spin_us = options.worker_spin_us};
+                                     .max_queue_delay_us = options.max_queue_delay_us};
   Engine* self = engine.get();
   for (std::unique_ptr<Device>& device : backends.devices) {
     auto slot = std::make_unique<Slot>(options.queue_depth);

@@ -26,9 +26,6 @@ struct EngineOptions {
   // (or the batch is full), and serves them in one backend call. 0: every
   // job is its own call.
   int64_t max_queue_delay_us = 100;
-  // How long an idle worker polls its queue before it sleeps (0: sleeps at
-  // once). Waking a sleeping thread costs tens of microseconds per request.
-  int64_t worker_spin_us = 50;
   RequestLimits limits;
 };
 

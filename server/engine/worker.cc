@@ -79,7 +79,7 @@ bool Worker::TakeBatch() {
 }
 
 bool Worker::TakeFirst() {
-  std::optional<QueuedJob> job = device_->queue.Pop(absl::Microseconds(options_.spin_us));
+  std::optional<QueuedJob> job = device_->queue.Pop();
   if (!job.has_value()) return false;
   batch_.push_back(*job);
   device_->in_flight.fetch_add(1, std::memory_order_relaxed);

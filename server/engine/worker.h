@@ -49,7 +49,6 @@ struct DeviceState {
 struct WorkerOptions {
   RequestLimits limits;
   int64_t max_queue_delay_us = 0;  // 0: no coalescing
-  int64_t spin_us = 0;             // polling before sleeping on an empty queue
 };
 
 class Worker {

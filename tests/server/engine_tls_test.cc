@@ -3,10 +3,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "server/backends/plan_buckets.h"
 #include "server/engine/bounded_queue.h"
@@ -29,30 +27,6 @@ TEST(BoundedQueue, RefusesWhenFullAndDrainsAfterClose) {
   EXPECT_EQ(*queue.Pop(), 2);
   EXPECT_EQ(*queue.Pop(), 3);
   EXPECT_FALSE(queue.Pop().has_value());
-}
-
-TEST(BoundedQueue, ASpinningPopTakesAnItemPushedWhileItPollsAndEndsOnClose) {
-  BoundedQueue<int> queue(4);
-  // Spinning past its budget on an empty queue, the pop goes to sleep and is
-  // still woken by the push.
-  std::thread producer([&] {
-    absl::SleepFor(absl::Milliseconds(20));
-    EXPECT_TRUE(queue.TryPush(7));
-  });
-  EXPECT_EQ(*queue.Pop(absl::Microseconds(500)), 7);
-  producer.join();
-  // An item queued before the pop is taken without waiting.
-  EXPECT_TRUE(queue.TryPush(8));
-  EXPECT_EQ(*queue.Pop(absl::Seconds(10)), 8);
-  // A close ends a spinning pop at once, with nothing.
-  std::thread closer([&] {
-    absl::SleepFor(absl::Milliseconds(5));
-    queue.Close();
-  });
-  const absl::Time start = absl::Now();
-  EXPECT_FALSE(queue.Pop(absl::Seconds(10)).has_value());
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
-  closer.join();
 }
 
 TEST(PlanBuckets, RoundRowsAndWidthUpToPowersOfTwoWithinTheLimits) {
