@@ -8,7 +8,6 @@
 #             inline vs shm vs ipc, unary and pipelined, for 1 x 128K, 8 x 1M
 #             and 64 x 128K at 1 and 8 clients (K = 2048), and coalescing's cost
 #             at 1 client
-#   spin:     1 x 128K by IPC with idle workers polling (--worker_spin_us) or not
 #   decode:   64 clients x 4 rows x 256K over IPC and inline, coalescing on/off
 #   diag:     the IPC decode load at 16/32/64 clients with the host's CPU use,
 #             the server's CPU time and its threads' states
@@ -21,7 +20,7 @@
 # Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
 set -uo pipefail
 root=$(cd "$1" && pwd) out=$2
-steps=${3:-suites,latency,spin,decode,diag,inline,dtype,twogpu}
+steps=${3:-suites,latency,decode,diag,inline,dtype,twogpu}
 mkdir -p "$out"
 bin=$root/bin raw=$out/raw
 mkdir -p "$raw"
@@ -102,17 +101,6 @@ if has latency; then
   lg "lat-1x131072-ipc-pipeline-nocoalesce" --transport=ipc --call=pipeline --rows=1 \
     --width=131072 --concurrency=1,8
   stop_server
-fi
-
-if has spin; then
-  for spin in 0 default; do
-    flags=()
-    [ "$spin" = 0 ] && flags=(--worker_spin_us=0)
-    start_server "${flags[@]}"
-    lg "spin$spin-1x131072-ipc-pipeline" --transport=ipc --call=pipeline --rows=1 --width=131072 \
-      --concurrency=1,8
-    stop_server
-  done
 fi
 
 if has diag; then
