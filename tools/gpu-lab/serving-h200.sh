@@ -9,6 +9,8 @@
 #             and 64 x 128K at 1 and 8 clients (K = 2048), and coalescing's cost
 #             at 1 client
 #   decode:   64 clients x 4 rows x 256K over IPC and inline, coalescing on/off
+#   workers:  the IPC decode load with 1, 2 and 4 workers per GPU, coalescing
+#             off and on
 #   diag:     the IPC decode load at 16/32/64 clients with the host's CPU use,
 #             the server's CPU time and its threads' states
 #   inline:   64 x 128K inline at 8 clients, the pinned-copy time of its bytes,
@@ -101,6 +103,22 @@ if has latency; then
   lg "lat-1x131072-ipc-pipeline-nocoalesce" --transport=ipc --call=pipeline --rows=1 \
     --width=131072 --concurrency=1,8
   stop_server
+fi
+
+if has workers; then
+  # The decode load by IPC against workers per GPU and coalescing: every
+  # worker's launch fills the GPU, so few workers with large batches may beat
+  # many with small ones.
+  log "decode load by IPC (64 clients, 4 x 256K): workers per GPU x coalescing"
+  for workers in 1 2 4; do
+    for delay in 0 100; do
+      start_server --cuda_devices=0 --workers=$workers --max_queue_delay_us=$delay
+      lg "workers$workers-delay$delay-decode-ipc" --transport=ipc --call=pipeline \
+        --workload=decode --rows_per_request=4 --width=262144 --concurrency=64 --duration_s=3 \
+        --warmup_s=0.5 --verify_every=0
+      stop_server
+    done
+  done
 fi
 
 if has diag; then
