@@ -1,6 +1,8 @@
-#include "server/backends/cuda_backend.h"
-
+// The CUDA backend's worker (cuda_worker.h): stages a batch's host rows, uploads
+// offsets and lengths, replays one CUDA graph per plan bucket and places each
+// part's answer. CUDA builds only; the devices are cuda_device.cc's.
 #include "absl/strings/str_cat.h"
+#include "server/backends/cuda_worker.h"
 
 #if TOPK_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -17,7 +19,6 @@
 #include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
 #include "spdlog/spdlog.h"
-#include "topk/cuda/device_uuid.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda/status.h"
 #include "topk/cuda_selector.h"
@@ -25,29 +26,9 @@
 
 namespace topk::server {
 
-#if !TOPK_HAVE_CUDA
-
-absl::StatusOr<std::vector<int>> UsableCudaDevices() {
-  return absl::UnimplementedError("the server was built without CUDA");
-}
-
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/,
-                                                       int /*copy_helpers*/) {
-  return absl::UnimplementedError(
-      absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
-}
-
-#else  // TOPK_HAVE_CUDA
+#if TOPK_HAVE_CUDA
 
 namespace {
-
-// The server treats every CUDA failure as sticky (UNAVAILABLE, whatever its
-// code): after an error the context may be unusable, and a wrong answer is
-// worse than no answer. The engine then stops using the device.
-absl::Status DeviceLost(const absl::Status& status) {
-  if (status.ok()) return status;
-  return absl::UnavailableError(status.message());
-}
 
 // The staging copy's unit: big enough that a chunk's upload call costs
 // nothing beside its bytes, small enough that the first upload starts soon
@@ -432,83 +413,15 @@ class CudaWorker final : public WorkerBackend {
   absl::flat_hash_map<PlanKey, std::unique_ptr<CudaGraphRunner>> graphs_;
 };
 
-class CudaDevice final : public Device {
- public:
-  CudaDevice(int ordinal, bool use_graphs, int copy_helpers, DeviceDescription description)
-      : ordinal_(ordinal),
-        use_graphs_(use_graphs),
-        copy_helpers_(copy_helpers),
-        description_(std::move(description)) {}
-
-  std::string backend_name() const override { return "cuda"; }
-  DeviceDescription description() const override { return description_; }
-
-  // From the metrics thread: cudaMemGetInfo reports the current device's.
-  int64_t memory_used_bytes() const override {
-    size_t free_bytes = 0;
-    size_t total_bytes = 0;
-    if (cudaSetDevice(ordinal_) != cudaSuccess ||
-        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-      return -1;
-    }
-    return static_cast<int64_t>(total_bytes - free_bytes);
-  }
-
-  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
-      const RequestLimits& limits) override {
-    absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
-        CudaWorker::Create(ordinal_, use_graphs_, copy_helpers_, limits);
-    if (!worker.ok()) return worker.status();
-    return std::unique_ptr<WorkerBackend>(*std::move(worker));
-  }
-
- private:
-  int ordinal_;
-  bool use_graphs_;
-  int copy_helpers_;
-  DeviceDescription description_;
-};
-
-absl::StatusOr<std::vector<int>> UsableCudaDevicesOrCudaError() {
-  int count = 0;
-  TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
-  std::vector<int> usable;
-  for (int d = 0; d < count; ++d) {
-    // A device is usable when a context can be made on it.
-    if (cudaSetDevice(d) == cudaSuccess && cudaFree(nullptr) == cudaSuccess) usable.push_back(d);
-  }
-  return usable;
-}
-
-absl::StatusOr<cudaDeviceProp> Properties(int ordinal) {
-  cudaDeviceProp prop{};
-  TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
-  return prop;
-}
-
 }  // namespace
 
-absl::StatusOr<std::vector<int>> UsableCudaDevices() {
-  absl::StatusOr<std::vector<int>> usable = UsableCudaDevicesOrCudaError();
-  if (!usable.ok()) return DeviceLost(usable.status());
-  return usable;
-}
-
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
-                                                       int copy_helpers) {
-  absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
-  if (!prop.ok()) return DeviceLost(prop.status());
-  DeviceDescription description{.ordinal = ordinal,
-                                .name = prop->name,
-                                .uuid = cuda::DeviceUuidString(prop->uuid),
-                                .memory_bytes = static_cast<int64_t>(prop->totalGlobalMem)};
-  // Whatever the kernels of this build serve.
-  description.score_types.clear();
-  for (ScoreType type : kAllScoreTypes) {
-    if (CheckCudaScoreType(type).ok()) description.score_types.push_back(type);
-  }
-  return std::unique_ptr<Device>(
-      std::make_unique<CudaDevice>(ordinal, use_graphs, copy_helpers, std::move(description)));
+absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateCudaWorker(int ordinal, bool use_graphs,
+                                                                int copy_helpers,
+                                                                const RequestLimits& limits) {
+  absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
+      CudaWorker::Create(ordinal, use_graphs, copy_helpers, limits);
+  if (!worker.ok()) return worker.status();
+  return std::unique_ptr<WorkerBackend>(*std::move(worker));
 }
 
 #endif  // TOPK_HAVE_CUDA

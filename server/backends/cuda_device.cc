@@ -1,0 +1,117 @@
+// The CUDA backend's devices: which GPUs can be used, and a Device per GPU
+// that describes it and makes its workers (cuda_backend.cc). Without CUDA in
+// the build the factories report why.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/cuda_backend.h"
+
+#if TOPK_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "server/backends/cuda_worker.h"
+#include "topk/cuda/device_uuid.h"
+#include "topk/cuda/status.h"
+#include "topk/cuda_selector.h"
+#endif
+
+namespace topk::server {
+
+#if !TOPK_HAVE_CUDA
+
+absl::StatusOr<std::vector<int>> UsableCudaDevices() {
+  return absl::UnimplementedError("the server was built without CUDA");
+}
+
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/,
+                                                       int /*copy_helpers*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
+}
+
+#else  // TOPK_HAVE_CUDA
+
+namespace {
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int ordinal, bool use_graphs, int copy_helpers, DeviceDescription description)
+      : ordinal_(ordinal),
+        use_graphs_(use_graphs),
+        copy_helpers_(copy_helpers),
+        description_(std::move(description)) {}
+
+  std::string backend_name() const override { return "cuda"; }
+  DeviceDescription description() const override { return description_; }
+
+  // From the metrics thread: cudaMemGetInfo reports the current device's.
+  int64_t memory_used_bytes() const override {
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    if (cudaSetDevice(ordinal_) != cudaSuccess ||
+        cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+      return -1;
+    }
+    return static_cast<int64_t>(total_bytes - free_bytes);
+  }
+
+  absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
+      const RequestLimits& limits) override {
+    return CreateCudaWorker(ordinal_, use_graphs_, copy_helpers_, limits);
+  }
+
+ private:
+  int ordinal_;
+  bool use_graphs_;
+  int copy_helpers_;
+  DeviceDescription description_;
+};
+
+absl::StatusOr<std::vector<int>> UsableCudaDevicesOrCudaError() {
+  int count = 0;
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  std::vector<int> usable;
+  for (int d = 0; d < count; ++d) {
+    // A device is usable when a context can be made on it.
+    if (cudaSetDevice(d) == cudaSuccess && cudaFree(nullptr) == cudaSuccess) usable.push_back(d);
+  }
+  return usable;
+}
+
+absl::StatusOr<cudaDeviceProp> Properties(int ordinal) {
+  cudaDeviceProp prop{};
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, ordinal));
+  return prop;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int>> UsableCudaDevices() {
+  absl::StatusOr<std::vector<int>> usable = UsableCudaDevicesOrCudaError();
+  if (!usable.ok()) return DeviceLost(usable.status());
+  return usable;
+}
+
+absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
+                                                       int copy_helpers) {
+  absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
+  if (!prop.ok()) return DeviceLost(prop.status());
+  DeviceDescription description{.ordinal = ordinal,
+                                .name = prop->name,
+                                .uuid = cuda::DeviceUuidString(prop->uuid),
+                                .memory_bytes = static_cast<int64_t>(prop->totalGlobalMem)};
+  // Whatever the kernels of this build serve.
+  description.score_types.clear();
+  for (ScoreType type : kAllScoreTypes) {
+    if (CheckCudaScoreType(type).ok()) description.score_types.push_back(type);
+  }
+  return std::unique_ptr<Device>(
+      std::make_unique<CudaDevice>(ordinal, use_graphs, copy_helpers, std::move(description)));
+}
+
+#endif  // TOPK_HAVE_CUDA
+
+}  // namespace topk::server
