@@ -4,6 +4,7 @@
 # sizes the calls saw in the report (above 1 on, exactly 1 off).
 # Usage: loadgen_decode_test.sh TOPK_SERVER TOPK_LOADGEN
 set -euo pipefail
+source "$(dirname "$0")/server_port.sh"
 server=$1 loadgen=$2
 work=$(mktemp -d)
 pid=""
@@ -14,13 +15,7 @@ start() {  # start DELAY_US: one CPU worker, so concurrent calls queue
     --max_rows=64 --max_width=65536 --max_k=512 --max_queue_delay_us="$1" \
     >"$work/server.log" 2>&1 &
   pid=$!
-  port=""
-  for _ in $(seq 100); do
-    port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/server.log" | cut -d: -f2 || true)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { cat "$work/server.log"; exit 1; }
+  port=$(listened_port "$work/server.log")
 }
 stop() {
   kill -TERM $pid

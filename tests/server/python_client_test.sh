@@ -7,6 +7,7 @@
 # numpy. Also the README snippet with the package the CMake build assembles
 # (PYTHON_PACKAGE_ROOT). Usage: python_client_test.sh TOPK_SERVER PYTHON_PACKAGE_ROOT EXAMPLE
 set -euo pipefail
+source "$(dirname "$0")/server_port.sh"
 server=$1 build_package=$2 example=$3
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 py=/usr/bin/python3
@@ -28,13 +29,7 @@ for name in a b; do
   "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu --max_rows=64 \
     --max_width=65536 --max_k=512 >"$work/$name.log" 2>&1 &
   pids+=($!)
-  port=""
-  for _ in $(seq 100); do
-    port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/$name.log" | cut -d: -f2 || true)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { cat "$work/$name.log"; exit 1; }
+  port=$(listened_port "$work/$name.log")
   ports+=("$port")
 done
 # The package as `pip install client/python` makes it, from a copy so the

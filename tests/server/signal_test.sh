@@ -3,19 +3,14 @@
 # drain and exit 0 (not die by the signal), logging "stopped".
 # Usage: signal_test.sh TOPK_SERVER TOPK_LOADGEN
 set -euo pipefail
+source "$(dirname "$0")/server_port.sh"
 server=$1 loadgen=$2
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu --max_rows=64 --max_width=65536 \
   --max_k=512 --drain_deadline=5s >"$log" 2>&1 &
 pid=$!
-port=""
-for _ in $(seq 100); do
-  port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2 || true)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$log"; kill -9 $pid; exit 1; }
+port=$(listened_port "$log") || { kill -9 $pid; exit 1; }
 "$loadgen" --target=127.0.0.1:$port --rows=16 --width=20000 --k=128 --concurrency=4 \
   --duration_s=3 --warmup_s=0 --progress=false >/dev/null 2>&1 &
 load=$!

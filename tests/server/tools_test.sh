@@ -6,19 +6,14 @@
 # step), Poisson arrivals, --connections, .npy rows and TLS.
 # Usage: tools_test.sh TOPK_SERVER TOPK_CLI TOPK_LOADGEN
 set -euo pipefail
+source "$(dirname "$0")/server_port.sh"
 server=$1 cli=$2 loadgen=$3
 work=$(mktemp -d)
 "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu --max_rows=64 --max_width=65536 \
   --max_k=512 --log_level=debug >"$work/server.log" 2>&1 &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$work"' EXIT
-port=""
-for _ in $(seq 100); do
-  port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/server.log" | cut -d: -f2 || true)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$work/server.log"; exit 1; }
+port=$(listened_port "$work/server.log")
 t=--target=127.0.0.1:$port
 set -x
 [ "$("$cli" health $t)" = SERVING ]
@@ -176,13 +171,7 @@ if openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
     --max_width=65536 --max_k=512 --tls_cert="$work/cert.pem" --tls_key="$work/key.pem" \
     >"$work/tls.log" 2>&1 &
   tls_pid=$!
-  tls_port=""
-  for _ in $(seq 100); do
-    tls_port=$(grep -o 'listening on 127.0.0.1:[0-9]*' "$work/tls.log" | cut -d: -f2 || true)
-    [ -n "$tls_port" ] && break
-    sleep 0.1
-  done
-  [ -n "$tls_port" ] || { cat "$work/tls.log"; exit 1; }
+  tls_port=$(listened_port "$work/tls.log")
   "$loadgen" --target=127.0.0.1:$tls_port --tls_ca="$work/cert.pem" --tls_server_name=localhost \
     --rows=2 --width=2000 --k=16 --concurrency=2 --duration_s=0.5 --warmup_s=0.1 \
     --verify_every=1 --progress=false --json="$work/tls.json" >/dev/null
