@@ -13,6 +13,12 @@
 //                       [--stride=S] [--run=R] [--prefetch] [--nokv_split]
 //                       [--ctas_per_sm=0|2|4] [--alt_ctas_per_sm=0|2|4] [--k=K]
 //                       [--short_rows=-1|0|W] [--alt_short_rows=-1|0|W]
+//                       [--cluster=0|1|-1] [--cluster_size=8|16] [--alt_cluster=0|1|-1]
+//                       [--alt_cluster_size=8|16] [--cluster_ctas_per_sm=1|2]
+//                       [--alt_cluster_ctas_per_sm=1|2] [--times_csv=FILE]
+// --alt_cluster times a second selector with that cluster-route setting (A/B
+// of the cluster route against the route it replaces); --times_csv appends
+// every timed repetition (shape, selector, route, ms) for percentiles.
 // --alt_ctas_per_sm / --alt_short_rows time a second selector with that kernel
 // variant or short-row setting on the same data right after the first ("alt"
 // columns). The "exact" column is the row-local exact route
@@ -63,6 +69,18 @@ ABSL_FLAG(int64_t, alt_short_rows, -2,
           "A/B: also time a selector with this short-row setting (as --short_rows; -2: none)");
 ABSL_FLAG(std::string, dtype, "fp32", "score type of the rows: fp32, bf16 or fp16");
 ABSL_FLAG(bool, exact, true, "also time the exact route (sampling off) on the same data");
+ABSL_FLAG(int32_t, cluster, topk::CudaSelectorConfig{}.cluster_route,
+          "cluster route: 0 the planner's table, 1 every bucket it serves, -1 off");
+ABSL_FLAG(int32_t, cluster_size, topk::CudaSelectorConfig{}.cluster_size, "CTAs per cluster");
+ABSL_FLAG(int32_t, alt_cluster, -2,
+          "A/B: also time a selector with this cluster setting (as --cluster; -2: none)");
+ABSL_FLAG(int32_t, alt_cluster_size, topk::CudaSelectorConfig{}.cluster_size,
+          "CTAs per cluster of the --alt_cluster selector");
+ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
+          "cluster kernel variant: 1 or 2 CTAs per SM (0: the planner's)");
+ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
+          "cluster kernel variant of the --alt_cluster selector");
+ABSL_FLAG(std::string, times_csv, "", "append every timed repetition here (empty: none)");
 
 namespace {
 
@@ -253,6 +271,15 @@ int main(int argc, char** argv) {
   cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
   cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
   ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
+  cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
+  cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
+  cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
+  const int alt_cluster = absl::GetFlag(FLAGS_alt_cluster);
+  FILE* times_csv = nullptr;
+  if (!absl::GetFlag(FLAGS_times_csv).empty()) {
+    times_csv = std::fopen(absl::GetFlag(FLAGS_times_csv).c_str(), "a");
+    if (times_csv == nullptr) return 1;
+  }
   const int alt_ctas = absl::GetFlag(FLAGS_alt_ctas_per_sm);
   const int64_t alt_short_rows = absl::GetFlag(FLAGS_alt_short_rows);
   if (shapes.empty()) {
@@ -283,8 +310,13 @@ int main(int argc, char** argv) {
   // The A/B selector: the same options as the sampled one but the variant
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
-  if (alt_ctas >= 0 || alt_short_rows >= -1) {
+  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1) {
     topk::CudaSelectorConfig alt_cfg = cfg;
+    if (alt_cluster >= -1) {
+      alt_cfg.cluster_route = alt_cluster;
+      alt_cfg.cluster_size = absl::GetFlag(FLAGS_alt_cluster_size);
+      alt_cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_alt_cluster_ctas_per_sm);
+    }
     if (alt_ctas >= 0) alt_cfg.ctas_per_sm_target = alt_ctas;
     if (alt_short_rows >= -1) {
       alt_cfg.enable_short_rows = topk::CudaSelectorConfig{}.enable_short_rows;
@@ -411,6 +443,14 @@ int main(int argc, char** argv) {
         if (it >= 2) times.push_back(ms);
       }
       CHECK_CUDA(cudaStreamSynchronize(st));
+      if (times_csv != nullptr) {
+        for (float t : times) {
+          std::fprintf(times_csv, "%s,%lld,%lld,%d,%s,%s,%.5f\n", dtype_name.c_str(),
+                       static_cast<long long>(m), static_cast<long long>(n), k,
+                       variant == 0 ? "ours" : (variant == 1 ? "exact" : "alt"),
+                       std::string(topk::RouteName(plan.route)).c_str(), t);
+        }
+      }
       const double med = Median(times);
       if (variant == 2) {
         row.alt = med;
@@ -499,6 +539,7 @@ int main(int argc, char** argv) {
                  r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands, dtype_name.c_str());
   }
   std::fclose(f);
+  if (times_csv != nullptr) std::fclose(times_csv);
   long long total_bad = 0;
   for (const Row& r : results) total_bad += r.bad;
   std::printf("# wrote %s; inexact rows over all timed outputs: %lld\n", csv_path.c_str(),

@@ -60,7 +60,8 @@ class HalfPrecisionTest : public CudaSelectorTest {
 
 // Every non-NaN pattern through the short-row route (forced), the row-local
 // exact route (sampling off), the persistent sampled route, the KV-split
-// route (4 rows) and the general route (K > 4096), all modes.
+// route (4 rows), the cluster route (forced, 4 rows; on devices with
+// clusters) and the general route (K > 4096), all modes.
 TEST_P(HalfPrecisionTest, EveryPatternEveryRoute) {
   CudaSelectorConfig short_rows;
   short_rows.short_row_max_width = 1 << 20;
@@ -68,6 +69,8 @@ TEST_P(HalfPrecisionTest, EveryPatternEveryRoute) {
   exact.enable_sampling = false;
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
+  CudaSelectorConfig cluster;
+  cluster.cluster_route = 1;
   struct Case {
     const char* name;
     CudaSelectorConfig config;
@@ -77,10 +80,12 @@ TEST_P(HalfPrecisionTest, EveryPatternEveryRoute) {
   const Case cases[] = {{"short-row", short_rows, 6, Route::kShortRowExact},
                         {"row-local exact", exact, 6, Route::kRowLocalExact},
                         {"persistent sampled", no_split, 6, Route::kPersistentSampled},
-                        {"kv-split", {}, 4, Route::kKvSplitSampled}};
+                        {"kv-split", KvSplitConfig(), 4, Route::kKvSplitSampled},
+                        {"cluster", cluster, 4, Route::kClusterSampled}};
   for (const Case& c : cases) {
     auto sel = Make(c.config);
     ASSERT_NE(sel, nullptr);
+    if (c.route == Route::kClusterSampled && sel->device_info().clusters_of_8 == 0) continue;
     const ScoreMatrix m = EveryPatternRows(c.rows, c.rows == 4 ? 2 : 1, 11);
     for (int32_t k : {1, 100, 2048, 4096}) {
       for (int mode : {0, 3}) {

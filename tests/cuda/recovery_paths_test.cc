@@ -106,7 +106,7 @@ TEST_P(RecoveryPathTest, DegenerateLongRowsRescan) {
   CudaSelectorConfig no_split;
   no_split.enable_kv_split = false;
   for (bool split : {true, false}) {
-    auto sel = split ? Make() : Make(no_split);
+    auto sel = split ? Make(KvSplitConfig()) : Make(no_split);
     ASSERT_NE(sel, nullptr);
     for (Distribution d :
          {Distribution::kConstant, Distribution::kAllMinusInf, Distribution::kOneBinCluster}) {
@@ -192,7 +192,7 @@ TEST_P(RecoveryPathTest, NarrowValueRangesShareKeyPrefixes) {
       h = static_cast<uint16_t>(base16 + (rng() & ((1u << (low_bits - 2)) - 1u)));
     }
     for (bool split : {true, false}) {
-      auto sel = split ? Make() : Make(no_split);
+      auto sel = split ? Make(KvSplitConfig()) : Make(no_split);
       ASSERT_NE(sel, nullptr);
       for (int mode = 0; mode < 4; ++mode) {
         SelectOptions o;

@@ -225,10 +225,12 @@ class CudaSelectorTest : public ::testing::TestWithParam<SelectorParam> {
 // route (L below the sampling crossover) and the sampled route.
 
 // KV-split: few long rows, 2/4/8 CTAs per row; fallbacks (short rows, L <= K,
-// NaN, bad lengths, unusable views, underfill) on one CTA.
+// NaN, bad lengths, unusable views, underfill) on one CTA. The cluster route,
+// which takes the fewest rows by default, is off here.
 inline CudaSelectorConfig KvSplitConfig() {
   CudaSelectorConfig c;
   c.enable_kv_split = true;
+  c.cluster_route = -1;
   return c;
 }
 

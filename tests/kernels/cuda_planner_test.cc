@@ -214,6 +214,88 @@ TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {
   EXPECT_EQ(MustPlan(2048, 8, 1 << 20, no_split).route, Route::kPersistentSampled);
 }
 
+// An H200 with thread-block clusters (the occupancy API's counts, fixed here).
+CudaDeviceInfo FakeH200WithClusters() {
+  CudaDeviceInfo d = FakeH200();
+  d.clusters_of_8 = 14;
+  d.clusters_of_16 = 7;
+  d.dense_clusters_of_8 = 28;
+  d.dense_clusters_of_16 = 14;
+  return d;
+}
+
+absl::StatusOr<Plan> ClusterPlan(int32_t k, int64_t m, int64_t n, CudaSelectorConfig c = {}) {
+  return PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched}, {}, FakeH200WithClusters(), c);
+}
+
+// The cluster route by the measured table: few rows (M_cap <= kCudaClusterMaxRows)
+// of N_cap >= kCudaClusterTableMinWidth; 16 CTAs for one row of 1M, 8
+// elsewhere, 1 CTA per SM; up to kCudaClusterDenseMaxRows rows of 1M on the
+// 2-CTAs-per-SM variant; more rows keep KV-split. Forced on, it takes every
+// sampled bucket of N_cap >= kCudaClusterMinWidth with clusters taking rows in
+// turn; forced off, never; never without clusters on the device.
+TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
+  for (int64_t m : {int64_t{1}, int64_t{2}, kCudaClusterMaxRows}) {
+    for (int64_t n : {kCudaClusterTableMinWidth, int64_t{1} << 20}) {
+      auto p = ClusterPlan(2048, m, n);
+      ASSERT_TRUE(p.ok()) << p.status();
+      EXPECT_EQ(p->route, Route::kClusterSampled) << m << " x " << n;
+      const int size = m == 1 && n >= kCudaCluster16MinWidth ? 16 : 8;
+      EXPECT_EQ(p->split, size) << m << " x " << n;
+      EXPECT_EQ(p->ctas_per_sm, 1);
+      EXPECT_EQ(p->grid, m * size);
+      EXPECT_EQ(p->block, 512);
+      EXPECT_EQ(p->sample_stride, 64);
+      EXPECT_EQ(p->workspace_bytes, CudaWorkspaceBytes(2048, p->grid));
+      EXPECT_NE(p->Explain().find("cluster-sampled"), std::string::npos);
+    }
+  }
+  for (int64_t m : {kCudaClusterMaxRows + 1, kCudaClusterDenseMaxRows}) {
+    const Plan dense = *ClusterPlan(2048, m, kCudaClusterDenseMinWidth);
+    EXPECT_EQ(dense.route, Route::kClusterSampled) << m;
+    EXPECT_EQ(dense.split, 8);
+    EXPECT_EQ(dense.ctas_per_sm, 2);
+    EXPECT_EQ(dense.grid, m * 8);
+  }
+  EXPECT_EQ(ClusterPlan(2048, kCudaClusterDenseMaxRows, kCudaClusterDenseMinWidth / 2)->route,
+            Route::kKvSplitSampled);
+  EXPECT_EQ(ClusterPlan(2048, kCudaClusterDenseMaxRows + 1, 1 << 20)->route,
+            Route::kKvSplitSampled);
+  EXPECT_EQ(ClusterPlan(2048, 64, 1 << 20)->route, Route::kKvSplitSampled);
+  EXPECT_EQ(ClusterPlan(2048, 1, kCudaClusterTableMinWidth - 1)->route, Route::kKvSplitSampled);
+  EXPECT_EQ(ClusterPlan(kCudaMaxFastK + 1, 1, 1 << 20)->route, Route::kGeneralExact);
+  CudaSelectorConfig exact;
+  exact.enable_sampling = false;
+  EXPECT_EQ(ClusterPlan(2048, 1, 1 << 20, exact)->route, Route::kRowLocalExact);
+  // No clusters on the device: the table does not apply.
+  EXPECT_EQ(MustPlan(2048, 1, 1 << 20).route, Route::kKvSplitSampled);
+
+  CudaSelectorConfig on;
+  on.cluster_route = 1;
+  const Plan p64 = *ClusterPlan(2048, 64, 1 << 20, on);
+  EXPECT_EQ(p64.route, Route::kClusterSampled);
+  EXPECT_EQ(p64.split, 8);
+  EXPECT_EQ(p64.grid, 14 * 8);  // resident clusters, rows in turn
+  EXPECT_EQ(ClusterPlan(2048, 64, kCudaClusterMinWidth, on)->route, Route::kClusterSampled);
+  EXPECT_EQ(ClusterPlan(2048, 64, kCudaClusterMinWidth - 1, on)->route, Route::kPersistentSampled);
+  on.cluster_size = 16;
+  on.cluster_ctas_per_sm = 2;
+  const Plan dense = *ClusterPlan(2048, 64, 1 << 20, on);
+  EXPECT_EQ(dense.split, 16);
+  EXPECT_EQ(dense.ctas_per_sm, 2);
+  EXPECT_EQ(dense.grid, 14 * 16);
+  EXPECT_NE(dense.Explain().find("ctas_per_sm=2"), std::string::npos);
+  CudaSelectorConfig off;
+  off.cluster_route = -1;
+  EXPECT_EQ(ClusterPlan(2048, 1, 1 << 20, off)->route, Route::kKvSplitSampled);
+  CudaSelectorConfig bad;
+  bad.cluster_size = 4;
+  EXPECT_FALSE(ClusterPlan(2048, 1, 1 << 20, bad).ok());
+  bad.cluster_size = 8;
+  bad.cluster_ctas_per_sm = 3;
+  EXPECT_FALSE(ClusterPlan(2048, 1, 1 << 20, bad).ok());
+}
+
 TEST(CudaPlannerTest, StrideOverride) {
   CudaSelectorConfig c;
   c.sample_stride = 128;

@@ -23,7 +23,15 @@
 #              2048, K 1024 at M = 4096): the short-row route forced against the
 #              selector with it off, on the same data, with the floor and
 #              torch.topk (K = 2048); merged into h200_short_rows.csv
-# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bench,shortrows]
+#   decode:    the decode shapes (1 x 128K/256K/1M, 8 x 128K/256K/1M, 16 x 1M,
+#              32 x 512K, 64 x 1M; K = 2048): the cluster route's four variants
+#              (8 or 16 CTAs per cluster x 1 or 2 CTAs per SM, forced), the
+#              planner's choice and the selector with the cluster route off
+#              (KV-split / persistent), on the same data, with the floor and
+#              torch.topk (TOPK_DECODE_TORCH_CSV: an earlier run's instead); p50
+#              and p99 of every repetition; merged by bench/gpu/decode_table.py
+#              into h200_decode.csv
+# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bench,shortrows,decode]
 #   smoke: 4 shapes, few repetitions; full: the matrix. The second argument
 #   picks the steps (default: the first three), so a device call can run a subset.
 set -uo pipefail
@@ -38,6 +46,8 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 # short-row route's re-scan fallback and infinity floods.
 sanitizer_filter='*RecoveryPathTest.*:*SanitizerSmall*:*NanRowsAndBadLengths*:*KvSplitGraphReplay*'
 sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*'
+# (The cluster route's rare paths: ClusterRouteTest.SanitizerSmallRows, by the
+# *SanitizerSmall* pattern above.)
 # memcheck also takes 16-bit rows of every pattern through every route (the
 # general route included); racecheck: that kernel code is the rest's.
 extra_memcheck=':*HalfPrecisionTest.*'
@@ -182,5 +192,41 @@ if has shortrows; then
   tar -C "$raw" -czf "$OUT/short_rows_raw.tgz" .
   grep -E "rc=|inexact|^ *[0-9]+ +[0-9]+ +[0-9]+ |^  alt|^# read" "$OUT/short_rows.log"
   grep -q "rc=[1-9]" "$OUT/short_rows.log" && rc_all=1
+fi
+if has decode; then
+  raw=$(mktemp -d)
+  shapes=1:131072,1:262144,1:1048576,8:131072,8:262144,8:1048576,16:1048576,32:524288,64:1048576
+  reps=${TOPK_DECODE_REPS:-100}
+  dt=${TOPK_DECODE_TIMEOUT:-60}
+  # Three runs on the same data (the bench's seeded rows), two selectors each:
+  # label,label:--flags of the first selector:--flags of the second.
+  runs=("c8x1,current:--cluster=1 --cluster_size=8 --cluster_ctas_per_sm=1:--alt_cluster=-1"
+        "c8x2,c16x2:--cluster=1 --cluster_size=8 --cluster_ctas_per_sm=2:--alt_cluster=1 --alt_cluster_size=16 --alt_cluster_ctas_per_sm=2"
+        "c16x1,planner:--cluster=1 --cluster_size=16 --cluster_ctas_per_sm=1:--alt_cluster=0 --alt_cluster_size=0 --alt_cluster_ctas_per_sm=0")
+  table_args=()
+  {
+    for spec in "${runs[@]}"; do
+      IFS=: read -r labels ours alt <<<"$spec"
+      name=${labels/,/_}
+      # shellcheck disable=SC2086
+      timeout "$dt" "$bin/topk-bench-gpu" --shapes=$shapes --reps="$reps" --exact=false $ours $alt \
+        --csv="$raw/$name.csv" --times_csv="$raw/${name}_times.csv"
+      echo "decode $labels rc=$?"
+      table_args+=(--run "$labels=$raw/$name.csv:$raw/${name}_times.csv")
+    done
+    torch_csv=${TOPK_DECODE_TORCH_CSV:-}
+    if [ -z "$torch_csv" ]; then
+      torch_csv=$raw/torch.csv
+      timeout "$dt" python3 bench/gpu/torch_baseline.py --reps "$reps" --csv "$torch_csv" \
+        --shapes "$shapes"
+      echo "torch rc=$?"
+    fi
+    python3 bench/gpu/decode_table.py "${table_args[@]}" --torch "$torch_csv" --primary planner \
+      --baseline current --out-csv "$OUT/h200_decode.csv"
+    echo "table rc=$?"
+  } >"$OUT/decode.log" 2>&1
+  tar -C "$raw" -czf "$OUT/decode_raw.tgz" .
+  grep -E "rc=|inexact|^# |^  +[0-9]+ x " "$OUT/decode.log"
+  grep -q "rc=[1-9]" "$OUT/decode.log" && rc_all=1
 fi
 exit $rc_all

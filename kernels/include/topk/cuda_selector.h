@@ -29,6 +29,13 @@ struct CudaDeviceInfo {
   // 512-thread variant, and the 256-thread one (0: not available).
   int persistent_ctas_per_sm = 0;
   int small_block_ctas_per_sm = 0;
+  // Clusters of the cluster route resident at once, of 8 CTAs and of 16
+  // (non-portable size), with 1 CTA per SM and with 2 (dense_); 0: not
+  // available (before sm_90, or does not fit).
+  int clusters_of_8 = 0;
+  int clusters_of_16 = 0;
+  int dense_clusters_of_8 = 0;
+  int dense_clusters_of_16 = 0;
 };
 
 struct CudaSelectorConfig {
@@ -71,6 +78,17 @@ struct CudaSelectorConfig {
   // > 0: every bucket with N_cap up to this width and K <= 4096 takes the
   // short-row route whatever the table says (A/B measurements); 0: the table.
   int64_t short_row_max_width = 0;
+  // Few long rows on one thread-block cluster per row (Route::kClusterSampled,
+  // sm_90+): 0 the planner's table (CudaUseClusterRoute), 1 every bucket the
+  // route serves (A/B measurements), -1 never.
+  int cluster_route = 0;
+  // CTAs per cluster: 8 (portable) or 16 (non-portable, H100/H200); 0: the
+  // planner's choice.
+  int cluster_size = 0;
+  // The cluster kernel's variant: 1 CTA per SM (152 KiB of shared memory, up
+  // to 128 registers) or 2 (104 KiB, 64 registers, twice the resident
+  // clusters); 0: the planner's choice.
+  int cluster_ctas_per_sm = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };
@@ -108,6 +126,32 @@ inline constexpr int64_t kCudaShortRowReach = 16384;  // kCudaShortRowSmallK < K
 // The widest bucket the short-row route takes for rank k and M_cap rows; 0:
 // none (the table above).
 int64_t CudaShortRowReach(int32_t k, int64_t max_rows);
+
+// The cluster route (Route::kClusterSampled) serves sampled buckets with
+// K <= kCudaMaxFastK and N_cap >= kCudaClusterMinWidth on a device with
+// clusters. The planner's table (cluster_route = 0; measured on the H200,
+// K = 2048, bench/NOTES.md "Selector III: decode shapes"):
+//   M_cap <= kCudaClusterMaxRows, N_cap >= kCudaClusterTableMinWidth: 1 CTA
+//     per SM; 16 CTAs per cluster for one row of N_cap >=
+//     kCudaCluster16MinWidth, 8 elsewhere (faster than KV-split at the median,
+//     the mean and the p99 on all six shapes);
+//   M_cap <= kCudaClusterDenseMaxRows, N_cap >= kCudaClusterDenseMinWidth: 8
+//     CTAs, 2 per SM (16 x 1M: mean 1.5x and p99 3.4x better than KV-split,
+//     whose underfilled rows re-run on one CTA; median 24 % worse);
+//   more rows keep KV-split / persistent (32 x 512K, 64 x 1M: slower).
+inline constexpr int64_t kCudaClusterMinWidth = 65536;
+inline constexpr int64_t kCudaClusterTableMinWidth = 131072;
+inline constexpr int64_t kCudaClusterMaxRows = 8;
+inline constexpr int64_t kCudaCluster16MinWidth = 1048576;
+inline constexpr int64_t kCudaClusterDenseMaxRows = 16;
+inline constexpr int64_t kCudaClusterDenseMinWidth = 1048576;
+struct CudaClusterChoice {
+  int size = 0;  // CTAs per cluster; 0: not the cluster route
+  int ctas_per_sm = 0;
+  int clusters = 0;  // resident clusters of that variant
+};
+CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceInfo& device,
+                                    const CudaSelectorConfig& config);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);

@@ -31,9 +31,10 @@ enum class Route : uint8_t {
   kCpuExact = 1,    // CPU, sampling switched off: exact coarse recovery for every row
   kPersistentSampled = 2,
   kKvSplitSampled = 3,
-  kRowLocalExact = 4,  // the persistent kernel with sampling off
-  kShortRowExact = 5,  // one small CTA per row, many per SM; no sampling
-  kGeneralExact = 7,   // large K fallback
+  kRowLocalExact = 4,   // the persistent kernel with sampling off
+  kShortRowExact = 5,   // one small CTA per row, many per SM; no sampling
+  kClusterSampled = 6,  // few long rows: one thread-block cluster per row (8 or 16 CTAs)
+  kGeneralExact = 7,    // large K fallback
 };
 
 std::string_view RouteName(Route route);
@@ -46,6 +47,7 @@ struct Plan {
   int32_t split = 1;          // CTAs (or CPU tasks) per row
   int32_t grid = 0;           // CTAs, or CPU worker threads
   int32_t block = 0;          // threads per CTA (GPU routes)
+  int32_t ctas_per_sm = 0;    // the cluster route's kernel variant (1 or 2), else 0
   size_t workspace_bytes = 0;
 
   // One human-readable line: the decisions and why.

@@ -18,6 +18,8 @@ std::string_view RouteName(Route route) {
       return "row-local-exact";
     case Route::kShortRowExact:
       return "short-row-exact";
+    case Route::kClusterSampled:
+      return "cluster-sampled";
     case Route::kGeneralExact:
       return "general-exact";
   }
@@ -27,11 +29,13 @@ std::string_view RouteName(Route route) {
 std::string Plan::Explain() const {
   return absl::StrFormat(
       "K=%d M_cap=%d N_cap=%d layout=%s dtype=%s -> route=%s stride=%d split=%d grid=%d block=%d "
-      "workspace=%d B%s%s",
+      "%sworkspace=%d B%s%s",
       shape.k, shape.max_rows, shape.max_width,
       shape.layout == Layout::kPitched ? "pitched" : "packed", ScoreTypeName(shape.dtype),
-      RouteName(route), sample_stride, split, grid, block, workspace_bytes,
-      options.sorted ? " sorted" : "", options.deterministic ? " deterministic" : "");
+      RouteName(route), sample_stride, split, grid, block,
+      ctas_per_sm > 0 ? absl::StrFormat("ctas_per_sm=%d ", ctas_per_sm) : std::string(),
+      workspace_bytes, options.sorted ? " sorted" : "",
+      options.deterministic ? " deterministic" : "");
 }
 
 }  // namespace topk

@@ -18,7 +18,8 @@ namespace {
 
 bool IsCudaRoute(Route r) {
   return r == Route::kPersistentSampled || r == Route::kRowLocalExact ||
-         r == Route::kGeneralExact || r == Route::kKvSplitSampled || r == Route::kShortRowExact;
+         r == Route::kGeneralExact || r == Route::kKvSplitSampled || r == Route::kShortRowExact ||
+         r == Route::kClusterSampled;
 }
 
 cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config, void* workspace) {
@@ -47,6 +48,10 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
     p.row_entries = CudaKvRowEntries(plan.shape.k);
     p.row_state = p.cta_slices + int64_t{plan.grid} * p.cta_slice_bytes;
   }
+  if (plan.route == Route::kClusterSampled) {
+    p.split = plan.split;  // CTAs per cluster
+    p.cluster_ctas_per_sm = plan.ctas_per_sm;
+  }
   return p;
 }
 
@@ -58,6 +63,9 @@ cudaError_t LaunchPlan(const Plan& plan, const cuda::DeviceArgs& args,
   }
   if (plan.route == Route::kShortRowExact) {
     return cuda::LaunchShortRow(args, dev_args, params, plan.grid, stream);
+  }
+  if (plan.route == Route::kClusterSampled) {
+    return cuda::LaunchCluster(args, dev_args, params, plan.grid, stream);
   }
   return cuda::LaunchPersistent(args, dev_args, params, plan.grid, stream);
 }
@@ -145,6 +153,7 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigurePersistentRoute());
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureKvSplitRoute());
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureShortRowRoute());
+  TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureClusterRoute());
   CudaDeviceInfo info;
   info.sm_count = prop.multiProcessorCount;
   info.compute_major = prop.major;
@@ -158,6 +167,12 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   }
   TOPK_CUDA_RETURN_IF_ERROR(
       cuda::PersistentOccupancy(cuda::kSmallThreads, &info.small_block_ctas_per_sm));
+  if (prop.major >= 9) {
+    TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(8, 1, &info.clusters_of_8));
+    TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(16, 1, &info.clusters_of_16));
+    TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(8, 2, &info.dense_clusters_of_8));
+    TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(16, 2, &info.dense_clusters_of_16));
+  }
   if (absl::Status s =
           PlanCudaSelection(ProblemShape{1, 1, 1, Layout::kPitched}, {}, info, config).status();
       !s.ok()) {

@@ -62,6 +62,9 @@ struct KernelParams {
   uint8_t* row_state = nullptr;
   int64_t max_rows = 0;
   int64_t row_entries = 0;  // candidate entries per row buffer
+  // Cluster route only (split = CTAs per cluster): its kernel variant, 1 or 2
+  // CTAs per SM.
+  int32_t cluster_ctas_per_sm = 1;
 };
 
 // KV-split per-row state, laid out as [max_rows headers][max_rows candidate

@@ -1,7 +1,8 @@
 // Launch interface of the selector's kernel routes (host side, nvcc only):
 // the persistent route (persistent_route.cu) and the sampled KV-split route
 // (kv_split_route.cu), which both run SelectRow (select_row.cuh) on the CTA
-// state of cta_state.cuh, and the short-row route (short_row_route.cu).
+// state of cta_state.cuh, the short-row route (short_row_route.cu) and the
+// cluster route (cluster_route.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -16,6 +17,7 @@ namespace topk::cuda {
 cudaError_t ConfigurePersistentRoute();
 cudaError_t ConfigureKvSplitRoute();
 cudaError_t ConfigureShortRowRoute();
+cudaError_t ConfigureClusterRoute();
 
 // Resident CTAs per SM of the persistent kernel variant of `block` threads
 // (kThreads or kSmallThreads) and its dynamic shared memory (the KV-split
@@ -40,5 +42,15 @@ cudaError_t LaunchKvSplit(const DeviceArgs& args, const DeviceArgs* dev_args,
 size_t ShortRowSharedBytes(int32_t k, bool staged);
 cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
                            const KernelParams& params, int grid, cudaStream_t stream);
+
+// The cluster route (cluster_route.cu): the most clusters of `ranks` CTAs
+// (8, or 16 non-portable) resident at once with ctas_per_sm (1 or 2) CTAs
+// per SM (0: the device cannot run them), and one launch of `grid` =
+// clusters x params.split CTAs, each cluster taking rows cluster id,
+// + clusters, ... No memset node: the kernel keeps no per-launch state in the
+// workspace.
+cudaError_t ClusterOccupancy(int ranks, int ctas_per_sm, int* clusters);
+cudaError_t LaunchCluster(const DeviceArgs& args, const DeviceArgs* dev_args,
+                          const KernelParams& params, int grid, cudaStream_t stream);
 
 }  // namespace topk::cuda

@@ -13,6 +13,14 @@ namespace topk {
 namespace {
 // The short-row grid's cap: rows past it are strided over the grid.
 constexpr int64_t kMaxShortRowGrid = int64_t{1} << 30;
+
+// Resident clusters of the cluster route of `size` CTAs, ctas_per_sm per SM.
+int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm) {
+  if (ctas_per_sm == 2) {
+    return size == 16 ? device.dense_clusters_of_16 : (size == 8 ? device.dense_clusters_of_8 : 0);
+  }
+  return size == 16 ? device.clusters_of_16 : (size == 8 ? device.clusters_of_8 : 0);
+}
 }  // namespace
 
 int64_t CudaSliceEntries(int32_t k) { return std::max<int64_t>(4 * int64_t{k}, 16384); }
@@ -43,6 +51,28 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
   return shape.max_width <= kCudaSmallBlockMaxWidth ||
          (shape.max_width <= kCudaSmallBlockWideMaxWidth &&
           shape.max_rows >= kCudaSmallBlockWideMinRows);
+}
+
+CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceInfo& device,
+                                    const CudaSelectorConfig& config) {
+  if (config.cluster_route < 0 || !config.enable_sampling || shape.k > kCudaMaxFastK ||
+      shape.max_width < kCudaClusterMinWidth) {
+    return {};
+  }
+  // The measured table (cuda_selector.h).
+  const bool few =
+      shape.max_rows <= kCudaClusterMaxRows && shape.max_width >= kCudaClusterTableMinWidth;
+  const bool dense = !few && shape.max_rows <= kCudaClusterDenseMaxRows &&
+                     shape.max_width >= kCudaClusterDenseMinWidth;
+  if (config.cluster_route == 0 && !few && !dense) return {};
+  CudaClusterChoice c;
+  c.size = config.cluster_size != 0
+               ? config.cluster_size
+               : (shape.max_rows == 1 && shape.max_width >= kCudaCluster16MinWidth ? 16 : 8);
+  c.ctas_per_sm = config.cluster_ctas_per_sm != 0 ? config.cluster_ctas_per_sm : (dense ? 2 : 1);
+  c.clusters = ClustersOf(device, c.size, c.ctas_per_sm);
+  if (c.clusters <= 0) return {};
+  return c;
 }
 
 absl::Status CheckCudaScoreType(ScoreType dtype) {
@@ -77,6 +107,14 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   if (config.sample_run != 1 && config.sample_run != 8) {
     return absl::InvalidArgumentError(
         absl::StrFormat("sample_run = %d: 1 or 8", config.sample_run));
+  }
+  if (config.cluster_size != 0 && config.cluster_size != 8 && config.cluster_size != 16) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cluster_size = %d: 0, 8 or 16", config.cluster_size));
+  }
+  if (config.cluster_ctas_per_sm < 0 || config.cluster_ctas_per_sm > 2) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("cluster_ctas_per_sm = %d: 0, 1 or 2", config.cluster_ctas_per_sm));
   }
   if (config.ctas_per_sm_target != 0 && config.ctas_per_sm_target != 2 &&
       config.ctas_per_sm_target != 4) {
@@ -141,6 +179,20 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
         plan.grid = static_cast<int32_t>(shape.max_rows * split);
         break;
       }
+    }
+  }
+  // Few long rows on thread-block clusters: each row split over one cluster
+  // whose ranks all-reduce through distributed shared memory; clusters take
+  // rows in turn.
+  if (plan.route == Route::kPersistentSampled || plan.route == Route::kKvSplitSampled) {
+    const CudaClusterChoice cluster = CudaChooseCluster(shape, device, config);
+    if (cluster.size > 0) {
+      plan.route = Route::kClusterSampled;
+      plan.block = cuda::kThreads;
+      plan.split = cluster.size;
+      plan.ctas_per_sm = cluster.ctas_per_sm;
+      plan.grid =
+          static_cast<int32_t>(std::min<int64_t>(cluster.clusters, shape.max_rows) * cluster.size);
     }
   }
   plan.workspace_bytes = CudaWorkspaceBytes(shape.k, plan.grid);

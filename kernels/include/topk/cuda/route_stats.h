@@ -33,4 +33,6 @@
   /* output (sort, write) */                                                   \
   X(cycles_finalize, kCyclesFinalize)                                          \
   /* rows the short-row route served (one CTA per row, no sampling) */         \
-  X(short_rows, kShortRows)
+  X(short_rows, kShortRows)                                                    \
+  /* rows a whole cluster served (the cluster route, not its one-CTA rows) */  \
+  X(cluster_rows, kClusterRows)

@@ -1,0 +1,346 @@
+// GPU tests of the cluster route (Route::kClusterSampled: one thread-block
+// cluster of 8 or 16 CTAs per row, histograms and counts all-reduced through
+// distributed shared memory, rank 0 refines): every generator, K, layout and
+// mode with ragged lengths (0, 1, K-1, K, K+1, width); K-th boundaries inside
+// one coarse bin (gathered and re-scanned frontiers); infinity floods, NaN
+// and bad lengths; the band rescue and exact fallback on stride-periodic rows;
+// clusters taking several rows in turn; graph replays; a small case for the
+// sanitizers. Every test asserts the route in the plan and the rows the
+// clusters served (kernel counters). Both cluster sizes and both kernel
+// variants (1 or 2 CTAs per SM) on FP32, BF16 and FP16 rows; skips without a
+// device or without clusters of the variant.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "selector_fixture.h"
+#include "topk/keys.h"
+
+namespace topk::cuda_test {
+namespace {
+
+// The parameter's first element is the cluster kernel variant here: CTAs per
+// cluster x 10 + CTAs per SM (81, 82, 161, 162).
+class ClusterRouteTest : public CudaSelectorTest {
+ protected:
+  int Ranks() const { return std::get<0>(GetParam()) / 10; }
+  int PerSm() const { return std::get<0>(GetParam()) % 10; }
+  int64_t Clusters(const CudaDeviceInfo& d) const {
+    if (PerSm() == 2) return Ranks() == 16 ? d.dense_clusters_of_16 : d.dense_clusters_of_8;
+    return Ranks() == 16 ? d.clusters_of_16 : d.clusters_of_8;
+  }
+
+  std::unique_ptr<CudaSelector> MakeCluster(CudaSelectorConfig c = {}) {
+    c.cluster_route = 1;
+    c.cluster_size = Ranks();
+    c.cluster_ctas_per_sm = PerSm();
+    auto s = CudaSelector::Create(c);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok() || Clusters((*s)->device_info()) <= 0) return nullptr;
+    return std::move(*s);
+  }
+
+  // Runs m on the cluster route; every row against the verifier and the
+  // reference (bit-identical where the answer is unique: L <= K or
+  // deterministic); the route in the plan; the rows the clusters served
+  // (L > K, L >= the sampled length, no NaN) in the kernel's counters.
+  void CheckRoute(CudaSelector& sel, const ScoreMatrix& m, int32_t k, const SelectOptions& o,
+                  const std::string& what) {
+    std::vector<int32_t> out;
+    std::vector<RowStatus> status;
+    Plan plan;
+    RunOn(sel, m, k, o, &out, &status, &plan);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(plan.route, Route::kClusterSampled) << what;
+    ASSERT_EQ(plan.split, Ranks()) << what;
+    ASSERT_EQ(plan.ctas_per_sm, PerSm()) << what;
+    ASSERT_OK(testing::VerifySelection(m.batch(), k, o, out.data(), status.data()));
+    std::vector<int32_t> ref(out.size());
+    std::vector<RowStatus> ref_status(m.rows);
+    ASSERT_OK(testing::ReferenceSelect(m.batch(), k, o, OutputView{ref.data(), ref_status.data()}));
+    int64_t served = 0;
+    for (int64_t r = 0; r < m.rows; ++r) {
+      ASSERT_EQ(status[r], ref_status[r]) << what << " row " << r;
+      if (o.deterministic || m.lengths[r] <= k) {
+        ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * 4))
+            << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
+      }
+      served +=
+          status[r] == RowStatus::kOk && m.lengths[r] > k && m.lengths[r] >= kCudaMinSampledLength
+              ? 1
+              : 0;
+    }
+    ASSERT_EQ(last_stats_.cluster_rows, served) << what;
+  }
+};
+
+#define MAKE_CLUSTER_OR_SKIP(sel, ...) \
+  auto sel = MakeCluster(__VA_ARGS__); \
+  if (HasFailure()) return;            \
+  if (sel == nullptr) GTEST_SKIP() << "no clusters of " << Ranks() << " CTAs x " << PerSm()
+
+// Rows of 70001 (segments end off the 16-byte grid) with the edge lengths
+// {0, 1, K-1, K, K+1, width} and full rows.
+TEST_P(ClusterRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
+  MAKE_CLUSTER_OR_SKIP(sel);
+  uint64_t seed = 300;
+  for (Distribution d : testing::kAllDistributions) {
+    for (int32_t k : {1, 100, 2048, 4096}) {
+      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          GeneratorSpec spec;
+          spec.distribution = d;
+          spec.rows = 7;
+          spec.width = 70001;
+          spec.k = k;
+          spec.layout = layout;
+          spec.lengths = LengthPattern::kEdges;
+          spec.padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
+          spec.seed = ++seed;
+          SelectOptions o;
+          o.sorted = mode & 1;
+          o.deterministic = mode & 2;
+          const std::string what = std::string(testing::DistributionName(d)) +
+                                   " k=" + std::to_string(k) +
+                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
+                                   std::to_string(mode);
+          CheckRoute(*sel, Gen(spec), k, o, what);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// The value `steps` representable floats above x.
+float FloatsAbove(float x, int steps) {
+  for (int i = 0; i < steps; ++i) x = std::nextafter(x, std::numeric_limits<float>::infinity());
+  return x;
+}
+
+// The K-th value inside one coarse bin that holds `in_bin` distinct values,
+// with 300 values at the bottom of the bin above (they share the bin's
+// leading key bits) and the rest of the row far below. in_bin 5000: the
+// frontier is gathered into rank 0; 30000: it exceeds rank 0's store and
+// refinement re-scans the row.
+ScoreMatrix BoundaryInOneBinRows(int in_bin, int64_t width) {
+  const float base = 0.7f;
+  const float above_start = CoarseCutoff(Coarse(base) - 1);
+  ScoreMatrix m;
+  m.rows = 2;
+  m.width = width;
+  m.pitch = width;
+  m.scores.assign(m.rows * width, -5.f);
+  std::mt19937_64 rng(in_bin);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    std::vector<float> row(width, -5.f);
+    for (int i = 0; i < 300; ++i) row[i] = FloatsAbove(above_start, i);
+    // Row 1: 20-way ties inside the bin.
+    for (int i = 0; i < in_bin; ++i) row[300 + i] = FloatsAbove(base, r == 0 ? i : i / 20);
+    std::normal_distribution<float> normal(-3.f, 0.5f);
+    for (int64_t i = 300 + in_bin; i < width; ++i) row[i] = std::min(normal(rng), -1.f);
+    std::shuffle(row.begin(), row.end(), rng);
+    std::copy(row.begin(), row.end(), m.scores.begin() + r * width);
+  }
+  m.lengths.assign(m.rows, static_cast<int32_t>(width));
+  return m;
+}
+
+TEST_P(ClusterRouteTest, BoundaryInsideOneCoarseBin) {
+  MAKE_CLUSTER_OR_SKIP(sel);
+  for (int in_bin : {5000, 30000}) {
+    const ScoreMatrix m = Typed(BoundaryInOneBinRows(in_bin, 131072));
+    for (int mode = 0; mode < 4; ++mode) {
+      SelectOptions o;
+      o.sorted = mode & 1;
+      o.deterministic = mode & 2;
+      for (int32_t k : {1000, 2048, 4096}) {
+        CheckRoute(*sel, m, k, o,
+                   "bin of " + std::to_string(in_bin) + " k=" + std::to_string(k) + " mode " +
+                       std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// +inf and -inf floods (the K-th value +inf, -inf, or finite between them),
+// an all -inf row, NaN in one rank's segment, NaN in an L <= K row, a NaN
+// just beyond L (ignored); then the same rows with two bad lengths (their
+// status and empty rows; the verifier takes valid lengths only).
+TEST_P(ClusterRouteTest, InfinityFloodsNanAndBadLengths) {
+  MAKE_CLUSTER_OR_SKIP(sel);
+  constexpr int64_t kWidth = 100000;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ScoreMatrix m;
+  m.rows = 9;
+  m.width = kWidth;
+  m.pitch = kWidth;
+  m.scores.assign(m.rows * kWidth, 0.f);
+  m.lengths.assign(m.rows, static_cast<int32_t>(kWidth));
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> normal;
+  for (int64_t r = 0; r < m.rows; ++r) {
+    for (int64_t i = 0; i < kWidth; ++i) {
+      float x = normal(rng);
+      const uint64_t u = rng() % 100000;
+      if (r == 0 && u < 3000) x = inf;                          // K-th is +inf
+      if (r == 1 && u < 99000) x = -inf;                        // K-th is -inf
+      if (r == 2) x = u < 1000 ? inf : (u < 60000 ? -inf : x);  // finite between
+      if (r == 3) x = -inf;
+      m.scores[r * kWidth + i] = x;
+    }
+  }
+  m.scores[4 * kWidth + 77777] = nan;  // rank 6 of 8 (or 12 of 16)
+  m.lengths[5] = 1500;                 // L <= K, with a NaN: one CTA
+  m.scores[5 * kWidth + 1499] = nan;
+  m.lengths[6] = 90000;
+  m.scores[6 * kWidth + 90000] = nan;  // beyond L
+  m = Typed(std::move(m));
+  for (int mode = 0; mode < 4; ++mode) {
+    SelectOptions o;
+    o.sorted = mode & 1;
+    o.deterministic = mode & 2;
+    CheckRoute(*sel, m, 2048, o, "floods mode " + std::to_string(mode));
+    if (HasFatalFailure()) return;
+  }
+  m.lengths[7] = -3;
+  m.lengths[8] = static_cast<int32_t>(kWidth + 1);
+  std::vector<int32_t> out;
+  std::vector<RowStatus> status;
+  RunOn(*sel, m, 2048, {}, &out, &status);
+  const RowStatus want[] = {RowStatus::kOk, RowStatus::kOk,        RowStatus::kOk,
+                            RowStatus::kOk, RowStatus::kNan,       RowStatus::kNan,
+                            RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength};
+  for (int r = 0; r < 9; ++r) {
+    ASSERT_EQ(status[r], want[r]) << "row " << r;
+    if (want[r] != RowStatus::kOk) {
+      for (int i = 0; i < 2048; ++i) ASSERT_EQ(out[r * 2048 + i], -1) << "row " << r;
+    } else {
+      ASSERT_OK(testing::VerifySelection(OneRow(m, r), 2048, {}, out.data() + r * 2048,
+                                         status.data() + r));
+    }
+  }
+  EXPECT_EQ(last_stats_.cluster_rows, 5);  // rows 0-3 and 6
+}
+
+// Small enough for racecheck: one row each of the paths (certified, band,
+// exact fallback, a gathered and a re-scanned one-bin frontier, NaN, L <= K,
+// L below the sampled length), K = 512, rows of the route's narrowest bucket.
+TEST_P(ClusterRouteTest, SanitizerSmallRows) {
+  CudaSelectorConfig c;
+  c.sample_run = 1;
+  MAKE_CLUSTER_OR_SKIP(sel, c);
+  constexpr int64_t kWidth = kCudaClusterMinWidth;
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kStridePeriodic;
+  spec.rows = 8;
+  spec.width = kWidth;
+  spec.sample_stride = 64;
+  ScoreMatrix m = testing::Generate(spec);  // FP32, edited, then typed
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  for (int64_t i = 0; i < kWidth; ++i) {
+    m.scores[0 * kWidth + i] = normal(rng);
+    m.scores[4 * kWidth + i] = 0.7f;                                    // one bin, re-scanned
+    m.scores[5 * kWidth + i] = i < 1500 ? FloatsAbove(0.7f, i) : -2.f;  // one bin, gathered
+  }
+  m.scores[6 * kWidth + 12345] = std::numeric_limits<float>::quiet_NaN();
+  m.lengths[7] = 400;
+  m.lengths[3] = 16000;  // below the sampled length: rank 0 alone
+  m = Typed(std::move(m));
+  for (int mode = 0; mode < 4; ++mode) {
+    SelectOptions o;
+    o.sorted = mode & 1;
+    o.deterministic = mode & 2;
+    CheckRoute(*sel, m, 512, o, "small mode " + std::to_string(mode));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The paper's one-float view on stride-periodic rows underfills tau0: the
+// band (kept apart in the same pass) and the exact fallback (all-reduced
+// coarse histogram of every segment) must both run. More rows than clusters,
+// so clusters take rows in turn.
+TEST_P(ClusterRouteTest, BandRescueAndExactFallbackOnStridePeriodicRows) {
+  CudaSelectorConfig c;
+  c.sample_run = 1;
+  MAKE_CLUSTER_OR_SKIP(sel, c);
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kStridePeriodic;
+  spec.rows = 64;
+  spec.width = 200000;
+  spec.sample_stride = 64;
+  const ScoreMatrix m = Gen(spec);
+  for (bool deterministic : {false, true}) {
+    SelectOptions o;
+    o.deterministic = deterministic;
+    CheckRoute(*sel, m, 2048, o, deterministic ? "stride periodic det" : "stride periodic");
+    if (HasFatalFailure()) return;
+    std::printf("cluster %d x %d: sampled %lld certified %lld band %lld exact %lld rescans %lld\n",
+                Ranks(), PerSm(), static_cast<long long>(last_stats_.sampled),
+                static_cast<long long>(last_stats_.certified),
+                static_cast<long long>(last_stats_.band_rescued),
+                static_cast<long long>(last_stats_.exact_recovery),
+                static_cast<long long>(last_stats_.rescans));
+    EXPECT_GT(last_stats_.band_rescued, 0) << "the band path did not run";
+    EXPECT_GT(last_stats_.exact_recovery, 0) << "the exact fallback did not run";
+  }
+}
+
+// Constant, all -inf and one-bin rows of 1M: every value is admitted, the
+// frontier exceeds rank 0's store and refinement re-scans the row.
+TEST_P(ClusterRouteTest, DegenerateLongRows) {
+  MAKE_CLUSTER_OR_SKIP(sel);
+  for (Distribution d :
+       {Distribution::kConstant, Distribution::kAllMinusInf, Distribution::kOneBinCluster}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.rows = 2;
+    spec.width = 1 << 20;
+    const ScoreMatrix m = Gen(spec);
+    SelectOptions o;
+    o.deterministic = true;
+    CheckRoute(*sel, m, 2048, o, std::string(testing::DistributionName(d)) + " det");
+    if (HasFatalFailure()) return;
+    EXPECT_GT(last_stats_.rescans, 0);
+  }
+}
+
+// One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1,
+// cap} (grid in CTAs: more live rows than clusters) with new lengths and
+// buffers each time.
+TEST_P(ClusterRouteTest, GraphReplayWithLiveRows) {
+  MAKE_CLUSTER_OR_SKIP(sel);
+  const int64_t clusters = Clusters(sel->device_info());
+  std::printf("cluster %d x %d CTAs per SM: %lld resident clusters\n", Ranks(), PerSm(),
+              static_cast<long long>(clusters));
+  const int64_t cap = clusters * Ranks() + 2;
+  auto plan = sel->MakePlan(ProblemShape{2048, cap, 65536, Layout::kPitched, Dtype()}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->route, Route::kClusterSampled);
+  ASSERT_EQ(plan->grid, clusters * Ranks());
+  CheckGraphReplayOverLiveRows(*sel, *plan, 65536, 2600);
+}
+
+std::string ClusterName(const ::testing::TestParamInfo<SelectorParam>& info) {
+  const int v = std::get<0>(info.param);
+  return "Ranks" + std::to_string(v / 10) + "x" + std::to_string(v % 10) + "_" +
+         std::string(ScoreTypeName(std::get<1>(info.param)));
+}
+
+// 8 or 16 CTAs per cluster, 1 or 2 CTAs per SM, every score type.
+INSTANTIATE_TEST_SUITE_P(ClusterVariants, ClusterRouteTest,
+                         ::testing::Combine(::testing::Values(81, 82, 161, 162),
+                                            ::testing::ValuesIn(kAllScoreTypes)),
+                         ClusterName);
+
+}  // namespace
+}  // namespace topk::cuda_test
