@@ -283,6 +283,49 @@ TEST_P(RecoveryPathTest, NarrowValueRangesShareKeyPrefixes) {
   }
 }
 
+// The K-th value repeated R times at random positions, under 2030 larger
+// values (K = 2048 takes 18 of the run): refinement's boundary bin holds the R equal keys, finished
+// by rank when R <= the block size (one warp, several warps, a full block)
+// and by the digit levels above it. Every mode, both kernels; deterministic
+// mode bit-identical to the reference (the smallest indices of the run).
+TEST_P(RecoveryPathTest, BoundaryTiesFinishByRank) {
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;
+  for (int run : {30, 200, 256, 257, 1000}) {
+    GeneratorSpec spec;
+    spec.rows = 3;
+    spec.width = 70000;  // 3 rows of 70000: the KV-split route by default
+    spec.seed = 600 + run;
+    ScoreMatrix fp32 = testing::Generate(spec);
+    std::mt19937 rng(run);
+    std::uniform_real_distribution<float> small(0.f, 1.f), large(100.f, 1000.f);
+    for (int64_t r = 0; r < fp32.rows; ++r) {
+      float* row = fp32.scores.data() + r * fp32.pitch;
+      std::vector<int64_t> pos(fp32.width);
+      for (int64_t i = 0; i < fp32.width; ++i) pos[i] = i;
+      std::shuffle(pos.begin(), pos.end(), rng);
+      for (int64_t i = 0; i < fp32.width; ++i) {
+        // 2030 large values, the run of 5.0 (18 of it selected), small ones.
+        row[pos[i]] = i < 2030 ? large(rng) : (i < 2030 + run ? 5.0f : small(rng));
+      }
+    }
+    const ScoreMatrix m = Typed(std::move(fp32));
+    for (bool split : {true, false}) {
+      auto sel = split ? Make() : Make(no_split);
+      ASSERT_NE(sel, nullptr);
+      for (int mode = 0; mode < 4; ++mode) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        Check(*sel, m, 2048, o,
+              "run " + std::to_string(run) + (split ? " kv-split" : " persistent") + " mode " +
+                  std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(KernelVariants, RecoveryPathTest, AllVariantsAllTypes(), VariantName);
 
 }  // namespace
