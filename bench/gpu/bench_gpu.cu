@@ -66,6 +66,9 @@ ABSL_FLAG(int64_t, alt_short_rows, -2,
           "A/B: also time a selector with this short-row setting (as --short_rows; -2: none)");
 ABSL_FLAG(std::string, dtype, "fp32", "score type of the rows: fp32, bf16 or fp16");
 ABSL_FLAG(bool, exact, true, "also time the exact route (sampling off) on the same data");
+ABSL_FLAG(int32_t, replay_loop, 0,
+          "also issue up to N replays back to back (no host wait), each into its own verified "
+          "output: host issue time and device time per call");
 
 namespace {
 
@@ -83,14 +86,6 @@ void ApplyShortRows(int64_t setting, topk::CudaSelectorConfig* cfg) {
   if (setting > 0) cfg->short_row_max_width = setting;
 }
 
-#define CHECK_OK(expr)                                                                \
-  do {                                                                                \
-    auto s_ = (expr);                                                                 \
-    if (!s_.ok()) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 template <typename T>
 T Must(absl::StatusOr<T> v) {
   if (!v.ok()) {
@@ -184,6 +179,8 @@ struct Row {
   std::string route;
   double ours, floor, exact, scan;
   double ours_p99 = 0, alt_p99 = 0;  // ms, nearest rank (bench_timing.h)
+  int loop_calls = 0;                // --replay_loop: calls, host and device us per call
+  double loop_host_us = 0, loop_device_us = 0;
   double band_rate, exact_rate, mean_cands;
   double us_proposal, us_admit, us_refine, us_finalize;  // per row, one CTA's view
   long long bad;
@@ -338,9 +335,8 @@ int main(int argc, char** argv) {
       topk::RunContext ctx{ws.get(), ws.bytes(), st};
       auto runner = Must(topk::CudaGraphRunner::Create(sel, plan, ctx));
       CHECK_OK(sel.ResetStats(ctx));
-      std::vector<float> times;
-      for (int it = 0; it < reps + 2; ++it) {
-        const int c = it % copies;
+      // Copy c of the data as a batch, and the on-device check of an output.
+      auto batch_of = [&](int c) {
         topk::RowBatch b;
         b.dtype = dtype;
         const uint8_t* scores = data.get() + c * mat_bytes;
@@ -353,24 +349,48 @@ int main(int argc, char** argv) {
         b.lengths = lengths.get();
         b.num_rows = m;
         b.width = n;
-        CHECK_CUDA(cudaEventRecord(ev0.get(), st));
-        CHECK_OK(runner->Replay(b, topk::OutputView{out.get(), nullptr}, st));
-        CHECK_CUDA(cudaEventRecord(ev1.get(), st));
-        // Verify this output (outside the timed region, before the wait).
+        return b;
+      };
+      auto verify = [&](int c, int32_t* indices) {
         topk::cuda::DeviceArgs va;
-        va.scores = scores;
+        va.scores = data.get() + c * mat_bytes;
         va.pitch = n;
         va.lengths = lengths.get();
-        va.indices = out.get();
+        va.indices = indices;
         va.num_rows = m;
         va.width = n;
         CHECK_CUDA(topk::cuda::LaunchVerify(va, k, dtype, m, bad_dev.get(), first_bad.get(), st));
+      };
+      std::vector<float> times;
+      for (int it = 0; it < reps + 2; ++it) {
+        const int c = it % copies;
+        CHECK_CUDA(cudaEventRecord(ev0.get(), st));
+        CHECK_OK(runner->Replay(batch_of(c), topk::OutputView{out.get(), nullptr}, st));
+        CHECK_CUDA(cudaEventRecord(ev1.get(), st));
+        verify(c, out.get());  // outside the timed region, before the wait
         CHECK_CUDA(cudaEventSynchronize(ev1.get()));
         float ms;
         CHECK_CUDA(cudaEventElapsedTime(&ms, ev0.get(), ev1.get()));
         if (it >= 2) times.push_back(ms);
       }
       CHECK_CUDA(cudaStreamSynchronize(st));
+      const int loop = static_cast<int>(std::min<int64_t>(
+          absl::GetFlag(FLAGS_replay_loop), (int64_t{256} << 20) / (m * int64_t{k} * 4)));
+      if (variant == 0 && loop > 0) {
+        // Back to back with no host wait, each call into its own output.
+        std::vector<topk::cuda::DeviceBuffer<int32_t>> outs;
+        for (int i = 0; i < loop; ++i)
+          outs.push_back(Must(topk::cuda::AllocateDevice<int32_t>(m * k)));
+        const topk::bench::LoopTiming t =
+            topk::bench::TimeBackToBack(st, ev0.get(), ev1.get(), loop, [&](int i) {
+              CHECK_OK(runner->Replay(batch_of(i % copies),
+                                      topk::OutputView{outs[i].get(), nullptr}, st));
+            });
+        for (int i = 0; i < loop; ++i) verify(i % copies, outs[i].get());
+        row.loop_calls = loop;
+        row.loop_host_us = t.host_us;
+        row.loop_device_us = t.device_us;
+      }
       const topk::bench::Timing timing = topk::bench::Summarize(times);
       const double med = timing.median;
       if (variant == 2) {
@@ -423,6 +443,13 @@ int main(int argc, char** argv) {
         row.ours_p99, row.floor, row.ours / row.floor, row.exact, row.scan, row.band_rate,
         row.exact_rate, row.mean_cands, row.bad, row.us_proposal, row.us_admit, row.us_refine,
         row.us_finalize);
+    if (row.loop_calls > 0) {
+      std::printf(
+          "  loop M=%5lld N=%7lld %d back-to-back replays: host %.2f us/call, device %.2f "
+          "us/call\n",
+          static_cast<long long>(m), static_cast<long long>(n), row.loop_calls, row.loop_host_us,
+          row.loop_device_us);
+    }
     if (alt != nullptr) {
       std::printf(
           "  alt M=%5lld N=%7lld %s block %d: %.4f ms x%.2f (%s block %d: %.4f ms x%.2f) alt/ours "
@@ -445,18 +472,18 @@ int main(int argc, char** argv) {
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
                "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
                "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype,"
-               "ours_p99_ms,alt_p99_ms\n");
+               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us\n");
   for (const Row& r : results) {
-    std::fprintf(f,
-                 "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f\n",
-                 static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
-                 r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
-                 r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
-                 r.us_proposal, r.us_admit, r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt,
-                 r.alt / r.floor, r.alt_us_proposal, r.alt_us_admit, r.alt_us_refine,
-                 r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands, dtype_name.c_str(),
-                 r.ours_p99, r.alt_p99);
+    std::fprintf(
+        f,
+        "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
+        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f\n",
+        static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(), r.ours,
+        r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate, r.mean_cands, r.bad,
+        r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep", r.us_proposal, r.us_admit,
+        r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt, r.alt / r.floor, r.alt_us_proposal,
+        r.alt_us_admit, r.alt_us_refine, r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands,
+        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us);
   }
   std::fclose(f);
   long long total_bad = 0;

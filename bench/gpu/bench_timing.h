@@ -1,11 +1,12 @@
-// The timing side of topk-bench-gpu: CUDA-event timing of one launch, the
-// summary of repeated timings (median and p99), and the read bandwidth the
-// floor is computed from. Host code; the bandwidth kernel is in
-// bench_timing.cu.
+// The timing side of topk-bench-gpu (and its two check macros): CUDA-event
+// timing of one launch and of back-to-back launches, the summary of repeated
+// timings (median and p99), and the read bandwidth the floor is computed
+// from. Host code; the bandwidth kernel is in bench_timing.cu.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -17,6 +18,15 @@
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
       std::exit(1);                                                                               \
     }                                                                                             \
+  } while (0)
+
+#define CHECK_OK(expr)                                                                \
+  do {                                                                                \
+    auto s_ = (expr);                                                                 \
+    if (!s_.ok()) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
+      std::exit(1);                                                                   \
+    }                                                                                 \
   } while (0)
 
 namespace topk::bench {
@@ -52,6 +62,29 @@ Timing TimeRepeated(cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1, int w
     if (it >= warmup) times.push_back(ms);
   }
   return Summarize(std::move(times));
+}
+
+// `calls` launches issued back to back with no host wait (issue(i) for call
+// i): the host's issue time and the device time per call, in us.
+struct LoopTiming {
+  double host_us = 0;
+  double device_us = 0;
+};
+template <typename Issue>
+LoopTiming TimeBackToBack(cudaStream_t stream, cudaEvent_t ev0, cudaEvent_t ev1, int calls,
+                          Issue&& issue) {
+  CHECK_CUDA(cudaEventRecord(ev0, stream));
+  const auto h0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) issue(i);
+  const auto h1 = std::chrono::steady_clock::now();
+  CHECK_CUDA(cudaEventRecord(ev1, stream));
+  CHECK_CUDA(cudaEventSynchronize(ev1));
+  float ms = 0;
+  CHECK_CUDA(cudaEventElapsedTime(&ms, ev0, ev1));
+  LoopTiming t;
+  t.host_us = std::chrono::duration<double, std::micro>(h1 - h0).count() / calls;
+  t.device_us = ms * 1e3 / calls;
+  return t;
 }
 
 // Device read bandwidth in bytes/s: 16-byte ld.global.cg over 4 GiB of

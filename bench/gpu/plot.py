@@ -51,7 +51,8 @@ def main():
             matrix.append(ours_ms / floor_ms)
             if not math.isnan(torch_ms):
                 g_torch.append(torch_ms / ours_ms)
-            g_exact.append(exact_ms / ours_ms)
+            if exact_ms > 0:  # 0: not timed (--exact=false)
+                g_exact.append(exact_ms / ours_ms)
         print(f"{m:5d} {n:8d} {r['route']:>18} {ours_ms:8.4f} {floor_ms:8.4f} "
               f"{ours_ms / floor_ms:7.2f} {exact_ms:8.4f} {torch_ms:8.4f} "
               f"{torch_ms / ours_ms:8.2f} {exact_ms / ours_ms:8.2f} "
