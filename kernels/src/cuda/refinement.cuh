@@ -19,36 +19,23 @@ namespace topk::cuda {
 // x reaches (x >= NaN is false).
 __device__ __forceinline__ float NoUpperBound() { return BitsToFloat(0x7FC00000u); }
 
-// Frontier entries each thread loads before it processes them (the global
-// slice's part is L2-latency-bound while the other CTAs stream).
-inline constexpr int kRefineLoads = 4;
-
 struct RefineOut {
   uint32_t* out;  // committed indices (shared or global staging)
   uint32_t* out_count;
 };
 
 // Counts the level-0 digit (the 11 key bits above bit shift0) of the
-// frontier entries [from, to) of f into hist (AggregatedCount), kRefineLoads
-// entries per thread in flight. Synchronises on exit.
+// frontier entries [from, to) of f into hist (AggregatedCount). Synchronises
+// on exit.
 template <int kB>
 __device__ __noinline__ void FrontierDigitHist(const Frontier f, uint32_t from, uint32_t to,
                                                int shift0, uint32_t* hist) {
-  for (uint32_t base = from; base < to; base += kB * kRefineLoads) {
-    uint32_t key[kRefineLoads];
-#pragma unroll
-    for (int u = 0; u < kRefineLoads; ++u) {
-      const uint32_t pos = base + u * kB + threadIdx.x;
-      uint32_t idx = 0;
-      key[u] = 0;
-      if (pos < to) f.Get(pos, idx, key[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kRefineLoads; ++u) {
-      if (base + u * kB < to) {
-        AggregatedCount(base + u * kB + threadIdx.x < to, (key[u] >> shift0) & 0x7FFu, hist);
-      }
-    }
+  for (uint32_t base = from; base < to; base += kB) {
+    const uint32_t pos = base + threadIdx.x;
+    const bool ok = pos < to;
+    uint32_t idx = 0, key = 0;
+    if (ok) f.Get(pos, idx, key);
+    AggregatedCount(ok, (key >> shift0) & 0x7FFu, hist);
   }
   __syncthreads();
 }
@@ -166,22 +153,12 @@ __device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, flo
       }
     };
     if (stored) {
-      // kRefineLoads entries per thread loaded before any is classified: the
-      // part of the frontier in the CTA's global slice costs one L2 round
-      // trip per group instead of one per kB entries.
-      for (uint32_t base = 0; base < fcount; base += kB * kRefineLoads) {
-        uint32_t idx[kRefineLoads], key[kRefineLoads];
-#pragma unroll
-        for (int u = 0; u < kRefineLoads; ++u) {
-          const uint32_t pos = base + u * kB + tid;
-          idx[u] = 0, key[u] = 0;
-          if (pos < fcount) cur.Get(pos, idx[u], key[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < kRefineLoads; ++u) {
-          // Block-uniform: every lane classifies the same number of times.
-          if (base + u * kB < fcount) classify(base + u * kB + tid < fcount, idx[u], key[u]);
-        }
+      for (uint32_t base = 0; base < fcount; base += kB) {
+        const uint32_t pos = base + tid;
+        const bool ok = pos < fcount;
+        uint32_t idx = 0, key = 0;
+        if (ok) cur.Get(pos, idx, key);
+        classify(ok, idx, key);
       }
     } else {
       const int above = LevelShift(j, top) + LevelBits(j, top);
