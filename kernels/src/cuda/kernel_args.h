@@ -91,19 +91,17 @@ inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries) {
   return (RowStateZeroBytes(max_rows) + max_rows * 8 * row_entries + 255) / 256 * 256;
 }
 
-// Workspace layout: a 1 KiB header (counters, stats, graph argument block),
-// then one slice per CTA.
+// Workspace layout: a 1 KiB header (counters, stats), then one slice per CTA.
 inline constexpr int64_t kHeaderBytes = 1024;
 inline constexpr int64_t kCountersOffset = 0;
 inline constexpr int64_t kStatsOffset = 64;
-inline constexpr int64_t kArgsOffset = 256;
 
 // The route counters in the workspace (one per TOPK_CUDA_ROUTE_STATS entry).
 #define TOPK_CUDA_STAT_ENUMERATOR(field, enumerator) enumerator,
 enum class Stat : int { TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_STAT_ENUMERATOR) kCount };
 #undef TOPK_CUDA_STAT_ENUMERATOR
 inline constexpr int kNumStats = static_cast<int>(Stat::kCount);
-static_assert(kStatsOffset + kNumStats * 8 <= kArgsOffset, "the counters fit the header");
+static_assert(kStatsOffset + kNumStats * 8 <= kHeaderBytes, "the counters fit the header");
 
 // Shared-memory capacities of the persistent kernel (entries).
 inline constexpr int kThreads = 512;
