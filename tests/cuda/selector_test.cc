@@ -264,6 +264,55 @@ TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
   CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 0);
 }
 
+// More rows than the grid, so every CTA selects several in a row and each
+// row's proposal is taken beside the previous row's certification pass (the
+// look-ahead); random lengths put short, unsampled and empty rows between
+// sampled ones, and the view is short (min_sampled_length 1024) so that the
+// rows after a pass outlast its sampling steps. Every mode against the
+// reference (deterministic: bit-identical).
+TEST_P(CudaSelectorTest, LookaheadProposalAcrossManyRowsPerCta) {
+  CudaSelectorConfig c;
+  c.enable_short_rows = false;
+  c.enable_kv_split = false;
+  c.min_sampled_length = 1024;
+  auto sel = Make(c);
+  ASSERT_NE(sel, nullptr);
+  const CudaDeviceInfo& info = sel->device_info();
+  const int64_t grid = int64_t{info.sm_count} *
+                       (Ctas() == 4 ? info.small_block_ctas_per_sm : info.persistent_ctas_per_sm);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kFp8Ties}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.lengths = LengthPattern::kRandom;
+    spec.rows = 2 * grid + 7;
+    spec.width = 6000;
+    spec.seed = 7;
+    const ScoreMatrix m = Gen(spec);
+    for (int mode = 0; mode < 4; ++mode) {
+      SelectOptions o;
+      o.sorted = mode & 1;
+      o.deterministic = mode & 2;
+      Check(*sel, m, 256, o,
+            std::string(testing::DistributionName(d)) + " mode " + std::to_string(mode));
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_GT(last_stats_.sampled, grid) << "rows beyond the first wave should be sampled";
+    // The proposal at the start of every row (look-ahead off) gives the same bits.
+    CudaSelectorConfig off = c;
+    off.lookahead_proposal = false;
+    auto plain = Make(off);
+    ASSERT_NE(plain, nullptr);
+    SelectOptions o;
+    o.deterministic = true;
+    std::vector<int32_t> with, without;
+    std::vector<RowStatus> sw, so;
+    RunOn(*sel, m, 256, o, &with, &sw);
+    RunOn(*plain, m, 256, o, &without, &so);
+    EXPECT_EQ(with, without);
+    EXPECT_EQ(sw, so);
+  }
+}
+
 TEST_P(CudaSelectorTest, CAbi) {
   const bool fp32 = Dtype() == ScoreType::kFloat32;
   topk_plan* plan = nullptr;

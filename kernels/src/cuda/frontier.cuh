@@ -215,9 +215,9 @@ __device__ __forceinline__ void PackedMasks(uint4 v, uint32_t t2, unsigned* ge, 
   *nan = n;
 }
 
-template <int kB, int kUnroll, typename Unpack, typename Row, typename G>
+template <int kB, int kUnroll, typename Unpack, typename Row, typename G, typename A>
 __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float lo, G& g,
-                                              bool prefetch) {
+                                              bool prefetch, A& aside) {
   constexpr uint32_t kV = Row::kPerLoad;
   const uint32_t tid = threadIdx.x;
   const uint32_t t2 = Unpack::ExactThreshold(lo);
@@ -233,6 +233,7 @@ __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float 
     uint4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kB + tid);
+    aside.Step();
     // Which loads hold an admitted value or a NaN (one unordered compare a
     // pair); their masks are built only when the warp needs them.
     unsigned hit = 0u;
@@ -272,24 +273,25 @@ __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float 
 // warp-uniformly. FP32 rows: a Quad per 16-byte load (StreamRow). 16-bit
 // rows: an Octet per 16-byte load with both masks from 8 packed compares (no
 // value is widened unless admitted), and a load whose whole warp has neither
-// is skipped; the scalar head and tail come as Quads.
-template <int kB, int kUnroll, typename G>
+// is skipped; the scalar head and tail come as Quads. aside.Step() runs once
+// per full step of the body (StreamFullSteps).
+template <int kB, int kUnroll, typename G, typename A = NoAside>
 __device__ __forceinline__ void StreamAdmit(const F32Row& row, uint32_t L, float lo, G&& g,
-                                            bool prefetch = false) {
+                                            bool prefetch = false, A aside = A{}) {
   StreamRow<kB, kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         g(Quad{v}, idx0, AtLeastMask(v, lo) & valid, NanMask(v) & valid);
       },
-      prefetch);
+      prefetch, aside);
 }
-template <int kB, int kUnroll, typename G>
+template <int kB, int kUnroll, typename G, typename A = NoAside>
 __device__ __forceinline__ void StreamAdmit(const Half16Row& row, uint32_t L, float lo, G&& g,
-                                            bool prefetch = false) {
+                                            bool prefetch = false, A aside = A{}) {
   if (row.fp16) {
-    StreamAdmitAs<kB, kUnroll, UnpackFp16>(row, L, lo, g, prefetch);
+    StreamAdmitAs<kB, kUnroll, UnpackFp16>(row, L, lo, g, prefetch, aside);
   } else {
-    StreamAdmitAs<kB, kUnroll, UnpackBf16>(row, L, lo, g, prefetch);
+    StreamAdmitAs<kB, kUnroll, UnpackBf16>(row, L, lo, g, prefetch, aside);
   }
 }
 
