@@ -59,8 +59,6 @@ ABSL_FLAG(int32_t, ctas_per_sm, topk::CudaSelectorConfig{}.ctas_per_sm_target,
           "persistent kernel variant: 0 (planner's choice), 2 (512 threads) or 4 (256)");
 ABSL_FLAG(int32_t, alt_ctas_per_sm, -1,
           "A/B: also time a selector with this variant on the same data (-1: none)");
-ABSL_FLAG(bool, lookahead, true, "the next row's proposal beside the row's certification pass");
-ABSL_FLAG(int32_t, alt_lookahead, -1, "A/B: also time a selector with --lookahead 0 or 1");
 ABSL_FLAG(int32_t, k, 2048, "K, the rank selected per row");
 ABSL_FLAG(int64_t, short_rows, -1,
           "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
@@ -230,8 +228,6 @@ int main(int argc, char** argv) {
   cfg.sample_run = absl::GetFlag(FLAGS_run);
   cfg.l2_prefetch = absl::GetFlag(FLAGS_prefetch);
   cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
-  cfg.lookahead_proposal = absl::GetFlag(FLAGS_lookahead);
-  const int alt_lookahead = absl::GetFlag(FLAGS_alt_lookahead);
   cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
   ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
   const int alt_ctas = absl::GetFlag(FLAGS_alt_ctas_per_sm);
@@ -264,9 +260,8 @@ int main(int argc, char** argv) {
   // The A/B selector: the same options as the sampled one but the variant
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
-  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_lookahead >= 0) {
+  if (alt_ctas >= 0 || alt_short_rows >= -1) {
     topk::CudaSelectorConfig alt_cfg = cfg;
-    if (alt_lookahead >= 0) alt_cfg.lookahead_proposal = alt_lookahead != 0;
     if (alt_ctas >= 0) alt_cfg.ctas_per_sm_target = alt_ctas;
     if (alt_short_rows >= -1) {
       alt_cfg.enable_short_rows = topk::CudaSelectorConfig{}.enable_short_rows;

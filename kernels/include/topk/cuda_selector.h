@@ -50,11 +50,6 @@ struct CudaSelectorConfig {
   // registers hold and to overlap the proposal with the row's first DRAM reads.
   // Off by default: measured slower on every shape >= 256K (bench/NOTES.md).
   bool l2_prefetch = false;
-  // The persistent kernel claims a CTA's next row when a row starts and
-  // samples its view beside the row's certification pass, so the next row
-  // starts with its pass (the proposal off the per-row chain). Same answer
-  // either way; off: the proposal runs at the start of every row.
-  bool lookahead_proposal = true;
   // Few long rows (M_cap * 2 <= resident CTAs, N_cap >= kCudaKvSplitMinWidth):
   // the KV-split sampled kernel, 2/4/8 CTAs per row (measured 1.1-2.5x faster
   // than one CTA per row for M <= 64, bench/NOTES.md).

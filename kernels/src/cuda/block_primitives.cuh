@@ -259,27 +259,12 @@ struct UnpackFp16 {
   }
 };
 
-// Work a streaming pass carries beside its own loads: Step() once per full
-// step of the body, after the step's loads are issued (the next row's view
-// sample, SampleAside in proposal.cuh). NoAside: none.
-struct NoAside {
-  __device__ __forceinline__ void Step() {}
-};
-
-// Full steps of kUnroll 16-byte loads per thread (kB threads) in the body of
-// a row of L values: how many Step() calls a streaming pass makes.
-template <int kB, int kUnroll, typename Row>
-__device__ __forceinline__ uint32_t StreamFullSteps(const Row& row, uint32_t L) {
-  return (L - HeadElements(row, L)) / Row::kPerLoad / (kB * kUnroll);
-}
-
 // The body of StreamRow for one element type (Unpack). kFilter: a 16-byte
 // load none of whose values is >= the packed threshold t2 or NaN is skipped
 // by the whole warp (the vote keeps f's calls warp-uniform).
-template <int kB, int kUnroll, typename Unpack, bool kFilter, typename Row, typename F,
-          typename A = NoAside>
+template <int kB, int kUnroll, typename Unpack, bool kFilter, typename Row, typename F>
 __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bool prefetch,
-                                            uint32_t t2, A aside = A{}) {
+                                            uint32_t t2) {
   constexpr uint32_t kV = Row::kPerLoad;
   const uint32_t tid = threadIdx.x;
   const uint32_t head = HeadElements(row, L);
@@ -296,7 +281,6 @@ __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bo
     uint4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kB + tid);
-    aside.Step();
     unsigned hit = (1u << kUnroll) - 1u;
     if constexpr (kFilter) {
       hit = 0u;
@@ -334,10 +318,10 @@ __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bo
 // f(float4 v, uint32_t index_of_v_x, unsigned valid_lanes_mask) is called
 // warp-uniformly (every lane of a warp calls it the same number of times), so
 // f may use warp votes. kB: threads per CTA.
-template <int kB, int kUnroll, typename F, typename A = NoAside>
+template <int kB, int kUnroll, typename F>
 __device__ __forceinline__ void StreamRow(const F32Row& row, uint32_t L, F&& f,
-                                          bool prefetch = false, A aside = A{}) {
-  StreamRowAs<kB, kUnroll, UnpackF32, false>(row, L, f, prefetch, 0u, aside);
+                                          bool prefetch = false) {
+  StreamRowAs<kB, kUnroll, UnpackF32, false>(row, L, f, prefetch, 0u);
 }
 // 16-bit rows: the type branch is taken once per row, outside the loop.
 template <int kB, int kUnroll, typename F>

@@ -21,13 +21,12 @@ namespace topk::cuda {
 // No digit histogram here: CompactSegments builds it from the stored keys.
 // Writes each warp's segment count to warp_count[warp], the global entries'
 // count to *spill and the smallest admitted key to *neg_min_key
-// (PublishMinKey; both zeroed by the caller). kB: threads per CTA. aside:
-// work carried beside the pass's loads (StreamAdmit).
-template <int kB, int kUnroll, typename Row, typename A>
+// (PublishMinKey; both zeroed by the caller). kB: threads per CTA.
+template <int kB, int kUnroll, typename Row>
 __device__ __noinline__ void AdmitToSegments(const Row row, uint32_t L, float lo, const Frontier f,
                                              uint32_t* warp_count, uint32_t* spill,
                                              uint32_t* neg_min_key, uint32_t* nan_flag,
-                                             bool prefetch, A aside) {
+                                             bool prefetch) {
   unsigned nan = 0;
   uint32_t n = 0;  // warp-uniform
   uint32_t min_key = 0xFFFFFFFFu;
@@ -40,7 +39,7 @@ __device__ __noinline__ void AdmitToSegments(const Row row, uint32_t L, float lo
           AppendGroupToSegment(group, idx0, m, f, seg, n, spill, min_key);
         }
       },
-      prefetch, aside);
+      prefetch);
   if ((threadIdx.x & 31) == 0) warp_count[threadIdx.x >> 5] = n;
   PublishMinKey(min_key, neg_min_key);
   if (nan) *nan_flag = 1u;
@@ -137,13 +136,11 @@ __device__ __noinline__ void AdmitPass(const Row row, uint32_t L, float lo, floa
 // level-0 histogram of the shared entries (for the candidates' common key
 // bits, s.hist_top). On entry s.spill, s.neg_min_key and s.hist are zero (with
 // a barrier since); on exit s.count is the admitted count (shared + global)
-// and the shared part holds s.warp_count[kWarps] entries. aside: work carried
-// beside the pass's loads (the next row's view sample, SampleAside).
-template <int kB, int kU, typename Row, typename A = NoAside>
+// and the shared part holds s.warp_count[kWarps] entries.
+template <int kB, int kU, typename Row>
 __device__ __forceinline__ void AdmitMain(SharedState<kB>& s, const Row& row, uint32_t L, float t,
-                                          const Frontier& fa, bool prefetch, A aside = A{}) {
-  AdmitToSegments<kB, kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, prefetch,
-                          aside);
+                                          const Frontier& fa, bool prefetch) {
+  AdmitToSegments<kB, kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, prefetch);
   __syncthreads();
   const int top = CommonKeyBits(~s.neg_min_key, Key32(t));
   const uint32_t shared = CompactSegments<kB, PersistentVariant<kB>::kCandidates>(

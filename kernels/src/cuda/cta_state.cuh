@@ -37,17 +37,6 @@ struct __align__(16) SharedState {
   uint32_t nan;
   float t0, t1;
   long long next_row;
-  // The proposal of row ahead_row (-1: none), finished during the previous
-  // row's certification pass (SelectRow's look-ahead): its cutoffs, whether
-  // the view reached q1 (ahead_sampled) and whether tau1's bin is below
-  // tau0's (ahead_band).
-  long long ahead_row;
-  float ahead_t0, ahead_t1;
-  uint32_t ahead_sampled, ahead_band;
-  // What the look-ahead's sampling steps read (lookahead.cuh): one past the
-  // next row's last element, the bytes between a thread's samples, FP16.
-  unsigned long long ahead_end;
-  uint32_t ahead_step, ahead_fp16;
 };
 
 // The frontiers' shared arrays follow the state in dynamic shared memory:
@@ -102,8 +91,6 @@ constexpr size_t VariantSharedBytes() {
 // Four small CTAs must fit an SM's 228 KiB (1 KiB of it reserved per CTA).
 static_assert(VariantSharedBytes<kSmallThreads>() <= 56u * 1024u, "4 CTAs per SM");
 static_assert(VariantSharedBytes<kThreads>() <= 112u * 1024u, "2 CTAs per SM");
-// The look-ahead's view histogram uses frontier B's shared indices.
-static_assert(kSmallFrontier >= kCoarseBins && kSmemFrontier >= kCoarseBins, "histogram in B");
 // The output sort's keys reuse the frontier arena.
 static_assert(8u * kSmallMaxK <= 8u * (kSmallCandidates + kSmallFrontier), "sort in the arena");
 

@@ -215,9 +215,9 @@ __device__ __forceinline__ void PackedMasks(uint4 v, uint32_t t2, unsigned* ge, 
   *nan = n;
 }
 
-template <int kB, int kUnroll, typename Unpack, typename Row, typename G, typename A>
+template <int kB, int kUnroll, typename Unpack, typename Row, typename G>
 __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float lo, G& g,
-                                              bool prefetch, A& aside) {
+                                              bool prefetch) {
   constexpr uint32_t kV = Row::kPerLoad;
   const uint32_t tid = threadIdx.x;
   const uint32_t t2 = Unpack::ExactThreshold(lo);
@@ -233,7 +233,6 @@ __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float 
     uint4 v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) v[u] = __ldcg(body + base + u * kB + tid);
-    aside.Step();
     // Which loads hold an admitted value or a NaN (one unordered compare a
     // pair); their masks are built only when the warp needs them.
     unsigned hit = 0u;
@@ -273,25 +272,24 @@ __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float 
 // warp-uniformly. FP32 rows: a Quad per 16-byte load (StreamRow). 16-bit
 // rows: an Octet per 16-byte load with both masks from 8 packed compares (no
 // value is widened unless admitted), and a load whose whole warp has neither
-// is skipped; the scalar head and tail come as Quads. aside.Step() runs once
-// per full step of the body (StreamFullSteps).
-template <int kB, int kUnroll, typename G, typename A = NoAside>
+// is skipped; the scalar head and tail come as Quads.
+template <int kB, int kUnroll, typename G>
 __device__ __forceinline__ void StreamAdmit(const F32Row& row, uint32_t L, float lo, G&& g,
-                                            bool prefetch = false, A aside = A{}) {
+                                            bool prefetch = false) {
   StreamRow<kB, kUnroll>(
       row, L,
       [&](float4 v, uint32_t idx0, unsigned valid) {
         g(Quad{v}, idx0, AtLeastMask(v, lo) & valid, NanMask(v) & valid);
       },
-      prefetch, aside);
+      prefetch);
 }
-template <int kB, int kUnroll, typename G, typename A = NoAside>
+template <int kB, int kUnroll, typename G>
 __device__ __forceinline__ void StreamAdmit(const Half16Row& row, uint32_t L, float lo, G&& g,
-                                            bool prefetch = false, A aside = A{}) {
+                                            bool prefetch = false) {
   if (row.fp16) {
-    StreamAdmitAs<kB, kUnroll, UnpackFp16>(row, L, lo, g, prefetch, aside);
+    StreamAdmitAs<kB, kUnroll, UnpackFp16>(row, L, lo, g, prefetch);
   } else {
-    StreamAdmitAs<kB, kUnroll, UnpackBf16>(row, L, lo, g, prefetch, aside);
+    StreamAdmitAs<kB, kUnroll, UnpackBf16>(row, L, lo, g, prefetch);
   }
 }
 

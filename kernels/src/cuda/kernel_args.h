@@ -50,8 +50,6 @@ struct KernelParams {
   // for 16-bit rows, BF16 or FP16 widening.
   int32_t dtype = 0;
   int32_t prefetch = 0;  // L2 bulk prefetch ahead of the certification pass
-  // Persistent kernel: the next row's proposal beside this row's pass.
-  int32_t lookahead = 0;
   // 1: the launcher zeroes the row-claim counters first (Run: any workspace);
   // 0: they are already zero (graph replays: the runner zeroed them once and
   // every launch leaves them zero), so the graph has no memset node for them.

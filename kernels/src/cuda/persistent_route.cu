@@ -2,8 +2,7 @@
 // per SM, or 256 x 4: the kB template parameter of every device helper; FP32
 // or 16-bit rows: the Row view of score_row.cuh) owns
 // a row through all phases (SelectRow); the grid is the device's resident
-// CTAs; the first wave takes rows by block id, later rows are claimed (with
-// the look-ahead proposal: one row ahead, when the previous row starts) from a
+// CTAs; the first wave takes rows by block id, later rows are claimed from a
 // device counter that the last CTA to finish resets (Run's launcher also
 // zeroes it first, so a garbage workspace is fine; graph replays rely on the
 // reset alone: the runner zeroes the counters once).
@@ -51,22 +50,9 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
   uint32_t* out_buf = c.out_buf;
   uint64_t* sort_buf = c.sort_buf;
   int64_t r = blockIdx.x;
-  if (p.lookahead != 0) {
-    // The next row is claimed when a row starts (not when it ends), so that
-    // its proposal can run beside this row's certification pass (SelectRow's
-    // look-ahead).
-    if (threadIdx.x == 0) s.ahead_row = -1;
-    int64_t next = r < a.num_rows ? ClaimNextRow(s, p) : a.num_rows;
-    while (r < a.num_rows) {
-      SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf, true, next);
-      r = next;
-      if (r < a.num_rows) next = ClaimNextRow(s, p);
-    }
-  } else {
-    while (r < a.num_rows) {
-      SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
-      r = ClaimNextRow(s, p);
-    }
+  while (r < a.num_rows) {
+    SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
+    r = ClaimNextRow(s, p);
   }
   RestoreRowCounters(p);
 }

@@ -19,18 +19,15 @@ namespace topk::cuda {
 // aggregation measured slower here (bench/NOTES.md).
 // The sampling loop on a view whose element type is fixed at compile time
 // (WithTypedRow), so the 16 loads issue before any value is widened.
-// Samples t < first (a multiple of kB) are skipped: a SampleAside counted
-// them during the previous row's certification pass.
 template <int kB, typename TypedRow>
 __device__ __forceinline__ void SampleHistogramOf(const TypedRow& row, uint32_t L, int64_t row_id,
-                                                  int stride, int log2_run, uint32_t* hist,
-                                                  uint32_t first) {
+                                                  int stride, int log2_run, uint32_t* hist) {
   const uint32_t run = 1u << log2_run;
   const uint32_t group = static_cast<uint32_t>(stride) << log2_run;
   const uint32_t offset = static_cast<uint32_t>(SamplePhase(row_id, stride)) << log2_run;
   const uint32_t total = (L + group - 1) / group * run;
   constexpr int kUnroll = 16;
-  for (uint32_t t0 = first; t0 < total; t0 += kB * kUnroll) {
+  for (uint32_t t0 = 0; t0 < total; t0 += kB * kUnroll) {
     float x[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -47,9 +44,9 @@ __device__ __forceinline__ void SampleHistogramOf(const TypedRow& row, uint32_t 
 
 template <int kB, typename Row>
 __device__ __noinline__ void SampleHistogram(const Row row, uint32_t L, int64_t row_id, int stride,
-                                             int log2_run, uint32_t* hist, uint32_t first = 0) {
+                                             int log2_run, uint32_t* hist) {
   WithTypedRow(row, [&](const auto& typed) {
-    SampleHistogramOf<kB>(typed, L, row_id, stride, log2_run, hist, first);
+    SampleHistogramOf<kB>(typed, L, row_id, stride, log2_run, hist);
   });
 }
 

@@ -13,7 +13,6 @@
 #include "exact_recovery.cuh"
 #include "frontier.cuh"
 #include "kernel_args.h"
-#include "lookahead.cuh"
 #include "output.cuh"
 #include "proposal.cuh"
 #include "refinement.cuh"
@@ -32,31 +31,15 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsign
   if (p.stats != nullptr) atomicAdd(&p.stats[static_cast<int>(stat)], v);
 }
 
-// Whether row r takes the proposal (a valid length above K, a view, and at
-// least the sampled route's length). Block-uniform.
-__device__ __forceinline__ bool TakesProposal(const DeviceArgs& a, const KernelParams& p,
-                                              int64_t r) {
-  const int64_t length = a.lengths[r];
-  return length >= 0 && length <= a.width && length > p.k && p.sample_stride > 0 &&
-         length >= p.min_sampled_length;
-}
-
 // Selects row r into a.indices (and a.row_status) on one CTA of kB threads
 // with kU loads in flight per thread in the certification pass, reading the
 // row through the view Row (score_row.cuh). fa and fb
 // are the frontier stores, out_buf / sort_buf the output staging (CtaStores).
 // Every thread of the CTA calls it; it synchronises on exit.
-// Look-ahead (lookahead: s.ahead_row is initialised; next: the row this CTA
-// selects after r, or -1): row next's view is sampled beside r's
-// certification pass into frontier B's shared indices (dead until r's
-// refinement), and its proposal finished before r's refinement, so next
-// starts with its pass (s.ahead_*). The proposal is the same computation
-// either way (counts of the same samples), so the answer is too.
 template <int kB, int kU, typename Row>
 __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
                                        const KernelParams& p, int64_t r, const Frontier& fa,
-                                       const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf,
-                                       bool lookahead = false, int64_t next = -1) {
+                                       const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf) {
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
   const Row row = RowOf<Row>(a, p, r);
@@ -68,17 +51,8 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
-  const bool have_ahead = lookahead && s.ahead_row == r;
-  const bool take_next = lookahead && next >= 0 && next < a.num_rows && TakesProposal(a, p, next);
-  uint32_t* next_hist = LookaheadHist(s);
-  const Row next_row = take_next ? RowOf<Row>(a, p, next) : row;
-  const uint32_t next_L = take_next ? static_cast<uint32_t>(a.lengths[next]) : 0u;
   if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   ClearHist(s);
-  if (take_next) {
-    for (uint32_t i = tid; i < kCoarseBins; i += kB) next_hist[i] = 0u;
-    if (tid == 0) SampleAside<kB, Row>::Publish(s, next_row, next_L, p.sample_stride);
-  }
   __syncthreads();
   // Phase timers (tid 0's clock after each phase's closing barrier).
   long long clock_mark = clock64();
@@ -104,60 +78,25 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     float cut = 0.f;
     if (p.sample_stride > 0 && L >= p.min_sampled_length) {
       const int stride = p.sample_stride;
-      const int log2_run = p.sample_run == 8 ? 3 : 0;
-      const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
-      const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
       // The certification pass's first chunks stream into L2 during the
       // latency-bound proposal.
       if (p.prefetch != 0 && tid == 0) PrefetchRowHead<kB>(row, L);
-      bool sampled, band;
-      if (have_ahead) {
-        sampled = s.ahead_sampled != 0u;
-        band = s.ahead_band != 0u;
-        if (sampled && tid == 0) s.t0 = s.ahead_t0, s.t1 = s.ahead_t1;
-      } else {
-        SampleHistogram<kB>(row, L, r, stride, log2_run, s.hist);
-        Boundary b0, b1;
-        FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-        sampled = b0.total >= q1;
-        band = b1.bin > b0.bin;
-        if (sampled && tid < 64) {
+      SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
+      const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
+      const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+      Boundary b0, b1;
+      FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
+      if (b0.total >= q1) {
+        if (tid < 64) {
           const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-          if (tid == 0) s.t0 = t;
+          if (tid == 0) s.t0 = t, AddStat(p, Stat::kSampled, 1);
           if (tid == 32) s.t1 = t;
         }
         ClearHist(s);
-      }
-      if (sampled) {
-        if (tid == 0) AddStat(p, Stat::kSampled, 1);
         __syncthreads();
         lap(Stat::kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        if (take_next) {
-          AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0,
-                            SampleAside<kB, Row>(s, next_row, next, stride, log2_run));
-          lap(Stat::kCyclesAdmit);
-          // The samples the pass's steps did not reach, then next's
-          // boundaries and cutoffs (FindBoundaries synchronises first).
-          SampleHistogram<kB>(next_row, next_L, next, stride, log2_run, next_hist,
-                              StreamFullSteps<kB, kU>(row, L) * kB);
-          Boundary n0, n1;
-          FindBoundaries<kB>(next_hist, kCoarseBins, q0, q1, s.scratch, &n0, &n1);
-          const bool next_sampled = n0.total >= q1;
-          if (next_sampled && tid < 64) {
-            const float t = WarpCoarseCutoff(tid < 32 ? n0.bin : n1.bin);
-            if (tid == 0) s.ahead_t0 = t;
-            if (tid == 32) s.ahead_t1 = t;
-          }
-          if (tid == 0) {
-            s.ahead_sampled = next_sampled ? 1u : 0u;
-            s.ahead_band = n1.bin > n0.bin ? 1u : 0u;
-            s.ahead_row = next;
-          }
-          lap(Stat::kCyclesProposal);
-        } else {
-          AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0);
-        }
+        AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0);
         // The band pass below adds to s.count and may set s.nan: every warp
         // reads both before any warp can take that branch, so the whole CTA
         // takes the same branch and reaches the same barriers.
@@ -169,7 +108,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
             need_exact = false;
             cut = t0;
             if (tid == 0) AddStat(p, Stat::kCertified, 1);
-          } else if (band) {
+          } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
             AdmitPass<kB, true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count,
                                            &s.neg_min_key, &s.nan, false);
