@@ -24,6 +24,8 @@
 // columns). The "exact" column is the row-local exact route
 // (sampling off) on the same data. Causal rows: L_r = N - M + 1 + r while M <= N / 2; taller
 // matrices repeat the last N / 2 lengths (CausalLength).
+// Times are the median and the p99 (nearest rank) of the repetitions, CUDA
+// events around one graph replay (bench_timing.h); the CSV has both.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -38,6 +40,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench_timing.h"
 #include "device_verifier.h"
 #include "kernel_args.h"
 #include "topk/cuda/resources.h"
@@ -81,6 +84,9 @@ ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_
 ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
           "cluster kernel variant of the --alt_cluster selector");
 ABSL_FLAG(std::string, times_csv, "", "append every timed repetition here (empty: none)");
+ABSL_FLAG(int32_t, replay_loop, 0,
+          "also issue up to N replays back to back (no host wait), each into its own verified "
+          "output: host issue time and device time per call");
 
 namespace {
 
@@ -98,22 +104,6 @@ void ApplyShortRows(int64_t setting, topk::CudaSelectorConfig* cfg) {
   if (setting > 0) cfg->short_row_max_width = setting;
 }
 
-#define CHECK_CUDA(expr)                                                                          \
-  do {                                                                                            \
-    cudaError_t e_ = (expr);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-#define CHECK_OK(expr)                                                                \
-  do {                                                                                \
-    auto s_ = (expr);                                                                 \
-    if (!s_.ok()) {                                                                   \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s_.ToString().c_str()); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
 template <typename T>
 T Must(absl::StatusOr<T> v) {
   if (!v.ok()) {
@@ -175,17 +165,6 @@ __global__ void NarrowScores(const float* in, uint16_t* out, int64_t n, int fp16
   }
 }
 
-// Read bandwidth: 16-byte ld.global.cg over a large buffer.
-__global__ void ReadKernel(const float4* p, int64_t n4, float* sink) {
-  float acc = 0.f;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n4;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const float4 v = __ldcg(p + i);
-    acc += v.x + v.y + v.z + v.w;
-  }
-  if (acc == 1234.5f) sink[0] = acc;
-}
-
 // Scan-only control: the persistent selector's row schedule (row per CTA,
 // grid-stride over rows) with only the 16-byte row read (elements of
 // elem_bytes; pitch in elements, a multiple of 16 bytes).
@@ -213,15 +192,13 @@ __global__ void FillLengths(int32_t* l, int64_t rows, int64_t width) {
   if (r < rows) l[r] = static_cast<int32_t>(CausalLength(r, rows, width));
 }
 
-double Median(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 struct Row {
   int64_t m, n;
   std::string route;
   double ours, floor, exact, scan;
+  double ours_p99 = 0, alt_p99 = 0;  // ms, nearest rank (bench_timing.h)
+  int loop_calls = 0;                // --replay_loop: calls, host and device us per call
+  double loop_host_us = 0, loop_device_us = 0;
   double band_rate, exact_rate, mean_cands;
   double us_proposal, us_admit, us_refine, us_finalize;  // per row, one CTA's view
   long long bad;
@@ -333,28 +310,8 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
 
   // Read bandwidth, same run: 4 GiB with 16-byte loads, median of 7.
-  double bw;
-  {
-    const int64_t n = int64_t{1} << 30;
-    auto buf = Must(topk::cuda::AllocateDevice<float>(n));
-    auto sink = Must(topk::cuda::AllocateDevice<float>(1));
-    GenerateIndexer<<<4096, 256, 0, st>>>(buf.get(), 1, n, 7);
-    CHECK_CUDA(cudaGetLastError());
-    std::vector<float> t;
-    for (int i = 0; i < 8; ++i) {
-      CHECK_CUDA(cudaEventRecord(ev0.get(), st));
-      ReadKernel<<<132 * 16, 512, 0, st>>>(reinterpret_cast<const float4*>(buf.get()), n / 4,
-                                           sink.get());
-      CHECK_CUDA(cudaGetLastError());
-      CHECK_CUDA(cudaEventRecord(ev1.get(), st));
-      CHECK_CUDA(cudaEventSynchronize(ev1.get()));
-      float ms;
-      CHECK_CUDA(cudaEventElapsedTime(&ms, ev0.get(), ev1.get()));
-      if (i > 0) t.push_back(ms);
-    }
-    bw = n * 4.0 / (Median(t) * 1e-3);
-    std::printf("# read bandwidth (4 GiB, 16-byte ld.global.cg): %.3f TB/s\n", bw / 1e12);
-  }
+  const double bw = topk::bench::MeasureReadBandwidth(st, ev0.get(), ev1.get());
+  std::printf("# read bandwidth (4 GiB, 16-byte ld.global.cg): %.3f TB/s\n", bw / 1e12);
 
   std::vector<Row> results;
   auto bad_dev = Must(topk::cuda::AllocateDevice<unsigned long long>(1));
@@ -394,7 +351,9 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaStreamSynchronize(st));
     const int reps = reps_override > 0 ? reps_override : (quick ? 5 : (bytes > 4e9 ? 15 : 40));
 
-    Row row{m, n, "", 0, bytes / bw * 1e3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, copies, reps};
+    Row row{m, n, "", 0, bytes / bw * 1e3};  // the rest zero until measured
+    row.copies = copies;
+    row.reps = reps;
     CHECK_CUDA(cudaMemsetAsync(bad_dev.get(), 0, 8, st));
     for (int variant = 0; variant < 3; ++variant) {
       if (variant == 2 && alt == nullptr) break;
@@ -410,9 +369,8 @@ int main(int argc, char** argv) {
       topk::RunContext ctx{ws.get(), ws.bytes(), st};
       auto runner = Must(topk::CudaGraphRunner::Create(sel, plan, ctx));
       CHECK_OK(sel.ResetStats(ctx));
-      std::vector<float> times;
-      for (int it = 0; it < reps + 2; ++it) {
-        const int c = it % copies;
+      // Copy c of the data as a batch, and the on-device check of an output.
+      auto batch_of = [&](int c) {
         topk::RowBatch b;
         b.dtype = dtype;
         const uint8_t* scores = data.get() + c * mat_bytes;
@@ -425,18 +383,25 @@ int main(int argc, char** argv) {
         b.lengths = lengths.get();
         b.num_rows = m;
         b.width = n;
-        CHECK_CUDA(cudaEventRecord(ev0.get(), st));
-        CHECK_OK(runner->Replay(b, topk::OutputView{out.get(), nullptr}, st));
-        CHECK_CUDA(cudaEventRecord(ev1.get(), st));
-        // Verify this output (outside the timed region).
+        return b;
+      };
+      auto verify = [&](int c, int32_t* indices) {
         topk::cuda::DeviceArgs va;
-        va.scores = scores;
+        va.scores = data.get() + c * mat_bytes;
         va.pitch = n;
         va.lengths = lengths.get();
-        va.indices = out.get();
+        va.indices = indices;
         va.num_rows = m;
         va.width = n;
         CHECK_CUDA(topk::cuda::LaunchVerify(va, k, dtype, m, bad_dev.get(), first_bad.get(), st));
+      };
+      std::vector<float> times;
+      for (int it = 0; it < reps + 2; ++it) {
+        const int c = it % copies;
+        CHECK_CUDA(cudaEventRecord(ev0.get(), st));
+        CHECK_OK(runner->Replay(batch_of(c), topk::OutputView{out.get(), nullptr}, st));
+        CHECK_CUDA(cudaEventRecord(ev1.get(), st));
+        verify(c, out.get());  // outside the timed region, before the wait
         CHECK_CUDA(cudaEventSynchronize(ev1.get()));
         float ms;
         CHECK_CUDA(cudaEventElapsedTime(&ms, ev0.get(), ev1.get()));
@@ -451,9 +416,28 @@ int main(int argc, char** argv) {
                        std::string(topk::RouteName(plan.route)).c_str(), t);
         }
       }
-      const double med = Median(times);
+      const int loop = static_cast<int>(std::min<int64_t>(
+          absl::GetFlag(FLAGS_replay_loop), (int64_t{256} << 20) / (m * int64_t{k} * 4)));
+      if (variant == 0 && loop > 0) {
+        // Back to back with no host wait, each call into its own output.
+        std::vector<topk::cuda::DeviceBuffer<int32_t>> outs;
+        for (int i = 0; i < loop; ++i)
+          outs.push_back(Must(topk::cuda::AllocateDevice<int32_t>(m * k)));
+        const topk::bench::LoopTiming t =
+            topk::bench::TimeBackToBack(st, ev0.get(), ev1.get(), loop, [&](int i) {
+              CHECK_OK(runner->Replay(batch_of(i % copies),
+                                      topk::OutputView{outs[i].get(), nullptr}, st));
+            });
+        for (int i = 0; i < loop; ++i) verify(i % copies, outs[i].get());
+        row.loop_calls = loop;
+        row.loop_host_us = t.host_us;
+        row.loop_device_us = t.device_us;
+      }
+      const topk::bench::Timing timing = topk::bench::Summarize(times);
+      const double med = timing.median;
       if (variant == 2) {
         row.alt = med;
+        row.alt_p99 = timing.p99;
         const auto stats = Must(sel.ReadStats(ctx));
         const double per_row_us = 1e3 / clock_khz / std::max<int64_t>(stats.rows, 1);
         row.alt_us_proposal = stats.cycles_proposal * per_row_us;
@@ -465,6 +449,7 @@ int main(int argc, char** argv) {
         row.alt_rescans = static_cast<double>(stats.rescans) / std::max<int64_t>(stats.rows, 1);
       } else if (variant == 0) {
         row.ours = med;
+        row.ours_p99 = timing.p99;
         const auto stats = Must(sel.ReadStats(ctx));
         const double sampled_rows = std::max<int64_t>(stats.sampled, 1);
         row.band_rate = stats.band_rescued / sampled_rows;
@@ -480,31 +465,33 @@ int main(int argc, char** argv) {
       }
     }
     {
-      std::vector<float> times;
       const int grid = std::min<int64_t>(m, 264);
-      for (int it = 0; it < reps + 2; ++it) {
-        const int c = it % copies;
-        CHECK_CUDA(cudaEventRecord(ev0.get(), st));
-        ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat_bytes, n, elem, m, sink.get());
-        CHECK_CUDA(cudaGetLastError());
-        CHECK_CUDA(cudaEventRecord(ev1.get(), st));
-        CHECK_CUDA(cudaEventSynchronize(ev1.get()));
-        float ms;
-        CHECK_CUDA(cudaEventElapsedTime(&ms, ev0.get(), ev1.get()));
-        if (it >= 2) times.push_back(ms);
-      }
-      row.scan = Median(times);
+      row.scan =
+          topk::bench::TimeRepeated(st, ev0.get(), ev1.get(), 2, reps, [&](int it) {
+            const int c = it % copies;
+            ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat_bytes, n, elem, m, sink.get());
+            CHECK_CUDA(cudaGetLastError());
+          }).median;
     }
     unsigned long long bad = 0;
     CHECK_CUDA(cudaMemcpy(&bad, bad_dev.get(), 8, cudaMemcpyDeviceToHost));
     row.bad = static_cast<long long>(bad);
     results.push_back(row);
     std::printf(
-        "%s M=%5lld N=%7lld ours %.4f ms  floor %.4f  x%.2f  exact %.4f  scan %.4f  band %.3f "
+        "%s M=%5lld N=%7lld ours %.4f ms (p99 %.4f)  floor %.4f  x%.2f  exact %.4f  scan %.4f  "
+        "band %.3f "
         "exact %.3f cands %.0f  bad %lld  us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
         dtype_name.c_str(), static_cast<long long>(m), static_cast<long long>(n), row.ours,
-        row.floor, row.ours / row.floor, row.exact, row.scan, row.band_rate, row.exact_rate,
-        row.mean_cands, row.bad, row.us_proposal, row.us_admit, row.us_refine, row.us_finalize);
+        row.ours_p99, row.floor, row.ours / row.floor, row.exact, row.scan, row.band_rate,
+        row.exact_rate, row.mean_cands, row.bad, row.us_proposal, row.us_admit, row.us_refine,
+        row.us_finalize);
+    if (row.loop_calls > 0) {
+      std::printf(
+          "  loop M=%5lld N=%7lld %d back-to-back replays: host %.2f us/call, device %.2f "
+          "us/call\n",
+          static_cast<long long>(m), static_cast<long long>(n), row.loop_calls, row.loop_host_us,
+          row.loop_device_us);
+    }
     if (alt != nullptr) {
       std::printf(
           "  alt M=%5lld N=%7lld %s block %d: %.4f ms x%.2f (%s block %d: %.4f ms x%.2f) alt/ours "
@@ -526,17 +513,19 @@ int main(int argc, char** argv) {
                "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
                "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
-               "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype\n");
+               "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype,"
+               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us\n");
   for (const Row& r : results) {
-    std::fprintf(f,
-                 "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s\n",
-                 static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
-                 r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
-                 r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
-                 r.us_proposal, r.us_admit, r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt,
-                 r.alt / r.floor, r.alt_us_proposal, r.alt_us_admit, r.alt_us_refine,
-                 r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands, dtype_name.c_str());
+    std::fprintf(
+        f,
+        "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
+        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f\n",
+        static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(), r.ours,
+        r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate, r.mean_cands, r.bad,
+        r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep", r.us_proposal, r.us_admit,
+        r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt, r.alt / r.floor, r.alt_us_proposal,
+        r.alt_us_admit, r.alt_us_refine, r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands,
+        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us);
   }
   std::fclose(f);
   if (times_csv != nullptr) std::fclose(times_csv);

@@ -51,7 +51,8 @@ def main():
             matrix.append(ours_ms / floor_ms)
             if not math.isnan(torch_ms):
                 g_torch.append(torch_ms / ours_ms)
-            g_exact.append(exact_ms / ours_ms)
+            if exact_ms > 0:  # 0: not timed (--exact=false)
+                g_exact.append(exact_ms / ours_ms)
         print(f"{m:5d} {n:8d} {r['route']:>18} {ours_ms:8.4f} {floor_ms:8.4f} "
               f"{ours_ms / floor_ms:7.2f} {exact_ms:8.4f} {torch_ms:8.4f} "
               f"{torch_ms / ours_ms:8.2f} {exact_ms / ours_ms:8.2f} "
@@ -96,23 +97,28 @@ def main():
 
 def baseline_table(merged, gm):
     """Another build's binary on the same shapes in the same run: per shape
-    and as geomeans over the matrix, each build's time against its own floor
-    measurement, and new over baseline."""
-    rows = [r for r in merged if int(r["M"]) >= 512 and r.get("baseline_ms")]
+    (with the new build's p99) and as geomeans over the M >= 512 matrix, each
+    build's time against its own floor measurement, and new over baseline."""
+    rows = [r for r in merged if r.get("baseline_ms")]
     if not rows:
         return
-    print(f"{'M':>5} {'N':>8} {'new':>8} {'x fl':>5} {'baseline':>8} {'x fl':>5} {'new/base':>8}")
+    print(f"{'M':>5} {'N':>8} {'new':>8} {'p99':>8} {'x fl':>5} {'baseline':>8} {'x fl':>5} "
+          f"{'new/base':>8}")
     g_n, g_b, g_r = [], [], []
     for r in rows:
         o, f = float(r["ours_ms"]), float(r["floor_ms"])
+        p99 = float(r.get("ours_p99_ms") or "nan")
         b, bf = float(r["baseline_ms"]), float(r["baseline_floor_ms"])
         g_n.append(o / f)
         g_b.append(b / bf)
         g_r.append(o / b)
-        print(f"{int(r['M']):5d} {int(r['N']):8d} {o:8.4f} {o / f:5.2f} {b:8.4f} {b / bf:5.2f} "
-              f"{o / b:8.3f}")
-    print(f"# baseline A/B over {len(rows)} shapes: new {gm(g_n):.3f}x floor, baseline "
-          f"{gm(g_b):.3f}x floor, new/baseline {gm(g_r):.3f}")
+        print(f"{int(r['M']):5d} {int(r['N']):8d} {o:8.4f} {p99:8.4f} {o / f:5.2f} {b:8.4f} "
+              f"{b / bf:5.2f} {o / b:8.3f}")
+    big = [i for i, r in enumerate(rows) if int(r["M"]) >= 512]
+    sel = lambda v: [v[i] for i in big]
+    print(f"# baseline A/B over the {len(big)} matrix shapes (M >= 512): new "
+          f"{gm(sel(g_n)):.3f}x floor, baseline {gm(sel(g_b)):.3f}x floor, new/baseline "
+          f"{gm(sel(g_r)):.3f}")
 
 
 def ab_table(merged, gm):

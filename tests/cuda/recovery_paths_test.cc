@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "selector_fixture.h"
+#include "topk/algorithm_constants.h"
 
 namespace topk::cuda_test {
 namespace {
@@ -59,6 +60,81 @@ TEST_P(RecoveryPathTest, StridePeriodicRowsRescueAndRecover) {
         EXPECT_GT(last_stats_.band_rescued, 0) << what;
         EXPECT_GT(last_stats_.exact_recovery, 0) << what;
       }
+    }
+  }
+}
+
+// Rows built against the DEFAULT view (8-float runs at 8 * SamplePhase(r, 64)
+// in every block of 512 positions): the first 50 view samples of each row sit
+// in one high coarse bin (q0 = 48 <= 50 < q1 = 56 for K = 2048), so tau0 admits
+// 50 values and the certification underfills. Even rows ("band") also hold
+// 3000 values off the view in a lower bin that tau1's bin reaches: the band
+// pass rescues them. Odd rows ("exact") have nothing but small values below
+// the view's, so tau1 admits ~100 and exact coarse recovery must run.
+ScoreMatrix DefaultViewAdversary(int64_t rows, int64_t width, uint64_t seed) {
+  GeneratorSpec spec;
+  spec.rows = rows;
+  spec.width = width;
+  ScoreMatrix m = testing::Generate(spec);
+  constexpr int64_t kRun = 8, kGroup = kRun * 64;
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> u01(0.f, 1.f);
+  std::vector<char> on_view(width);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = m.scores.data() + r * m.pitch;
+    const int64_t offset = int64_t{SamplePhase(r, 64)} * kRun;
+    std::fill(on_view.begin(), on_view.end(), 0);
+    int64_t t = 0;
+    for (int64_t block = 0; block < width; block += kGroup) {
+      for (int64_t j = 0; j < kRun && block + offset + j < width; ++j, ++t) {
+        const int64_t i = block + offset + j;
+        on_view[i] = 1;
+        // 50 in the high bin [992, 1008) of every type's coarse map, the rest
+        // of the view in [0.5, 1).
+        row[i] = t < 50 ? 994.f + 10.f * u01(rng) : 0.5f + 0.5f * u01(rng);
+      }
+    }
+    int64_t placed = 0;
+    for (int64_t i = 0; i < width; ++i) {
+      if (on_view[i]) continue;
+      // Band rows: 3000 values in [10, 10.25), one coarse bin; the rest below
+      // every view value.
+      const bool band = r % 2 == 0 && placed < 3000 && u01(rng) < 0.03f;
+      row[i] = band ? 10.02f + 0.18f * u01(rng) : 0.45f * u01(rng);
+      placed += band ? 1 : 0;
+    }
+  }
+  return m;
+}
+
+// The default view on DefaultViewAdversary rows: band rescue and exact
+// recovery both run on the persistent route (the variant under test) and
+// through the KV-split route's underfill fallback, all exact, deterministic
+// mode bit-identical. The route statistics prove each path ran.
+TEST_P(RecoveryPathTest, DefaultViewAdversaryRescuesAndRecovers) {
+  const ScoreMatrix m = Typed(DefaultViewAdversary(8, 200000, 77));
+  for (bool split : {true, false}) {
+    CudaSelectorConfig c;  // the default view: sample_run 8, stride 64
+    c.enable_kv_split = split;
+    ASSERT_EQ(c.sample_run, 8);
+    auto sel = Make(c);
+    ASSERT_NE(sel, nullptr);
+    for (bool deterministic : {false, true}) {
+      SelectOptions o;
+      o.deterministic = deterministic;
+      const std::string what =
+          std::string(split ? "kv-split" : "persistent") + (deterministic ? " deterministic" : "");
+      Plan plan;
+      Check(*sel, m, 2048, o, "default-view adversary " + what, &plan);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(plan.route, split ? Route::kKvSplitSampled : Route::kPersistentSampled) << what;
+      std::printf("%s: sampled %lld certified %lld band %lld exact %lld\n", what.c_str(),
+                  static_cast<long long>(last_stats_.sampled),
+                  static_cast<long long>(last_stats_.certified),
+                  static_cast<long long>(last_stats_.band_rescued),
+                  static_cast<long long>(last_stats_.exact_recovery));
+      EXPECT_GT(last_stats_.band_rescued, 0) << what << ": the band rescue did not run";
+      EXPECT_GT(last_stats_.exact_recovery, 0) << what << ": exact recovery did not run";
     }
   }
 }
@@ -201,6 +277,49 @@ TEST_P(RecoveryPathTest, NarrowValueRangesShareKeyPrefixes) {
         Check(*sel, m, 2048, o,
               "low bits " + std::to_string(low_bits) + (split ? " kv-split" : " persistent") +
                   " mode " + std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// The K-th value repeated R times at random positions, under 2030 larger
+// values (K = 2048 takes 18 of the run): refinement's boundary bin holds the R equal keys, finished
+// by rank when R <= the block size (one warp, several warps, a full block)
+// and by the digit levels above it. Every mode, both kernels; deterministic
+// mode bit-identical to the reference (the smallest indices of the run).
+TEST_P(RecoveryPathTest, BoundaryTiesFinishByRank) {
+  CudaSelectorConfig no_split;
+  no_split.enable_kv_split = false;
+  for (int run : {30, 200, 256, 257, 1000}) {
+    GeneratorSpec spec;
+    spec.rows = 3;
+    spec.width = 70000;  // 3 rows of 70000: the KV-split route by default
+    spec.seed = 600 + run;
+    ScoreMatrix fp32 = testing::Generate(spec);
+    std::mt19937 rng(run);
+    std::uniform_real_distribution<float> small(0.f, 1.f), large(100.f, 1000.f);
+    for (int64_t r = 0; r < fp32.rows; ++r) {
+      float* row = fp32.scores.data() + r * fp32.pitch;
+      std::vector<int64_t> pos(fp32.width);
+      for (int64_t i = 0; i < fp32.width; ++i) pos[i] = i;
+      std::shuffle(pos.begin(), pos.end(), rng);
+      for (int64_t i = 0; i < fp32.width; ++i) {
+        // 2030 large values, the run of 5.0 (18 of it selected), small ones.
+        row[pos[i]] = i < 2030 ? large(rng) : (i < 2030 + run ? 5.0f : small(rng));
+      }
+    }
+    const ScoreMatrix m = Typed(std::move(fp32));
+    for (bool split : {true, false}) {
+      auto sel = split ? Make() : Make(no_split);
+      ASSERT_NE(sel, nullptr);
+      for (int mode = 0; mode < 4; ++mode) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        Check(*sel, m, 2048, o,
+              "run " + std::to_string(run) + (split ? " kv-split" : " persistent") + " mode " +
+                  std::to_string(mode));
         if (HasFatalFailure()) return;
       }
     }

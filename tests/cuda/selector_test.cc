@@ -264,6 +264,40 @@ TEST_P(CudaSelectorTest, GraphReplayWithLiveRowsAndLengths) {
   CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 0);
 }
 
+// More rows than the grid, so every CTA selects several in a row (claimed
+// from the device counter); random lengths put short, unsampled and empty
+// rows between sampled ones, and min_sampled_length 1024 samples most of
+// them. Every mode against the reference (deterministic: bit-identical).
+TEST_P(CudaSelectorTest, ManyRowsPerCtaMixedLengths) {
+  CudaSelectorConfig c;
+  c.enable_short_rows = false;
+  c.enable_kv_split = false;
+  c.min_sampled_length = 1024;
+  auto sel = Make(c);
+  ASSERT_NE(sel, nullptr);
+  const CudaDeviceInfo& info = sel->device_info();
+  const int64_t grid = int64_t{info.sm_count} *
+                       (Ctas() == 4 ? info.small_block_ctas_per_sm : info.persistent_ctas_per_sm);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kFp8Ties}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.lengths = LengthPattern::kRandom;
+    spec.rows = 2 * grid + 7;
+    spec.width = 6000;
+    spec.seed = 7;
+    const ScoreMatrix m = Gen(spec);
+    for (int mode = 0; mode < 4; ++mode) {
+      SelectOptions o;
+      o.sorted = mode & 1;
+      o.deterministic = mode & 2;
+      Check(*sel, m, 256, o,
+            std::string(testing::DistributionName(d)) + " mode " + std::to_string(mode));
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_GT(last_stats_.sampled, grid) << "rows beyond the first wave should be sampled";
+  }
+}
+
 TEST_P(CudaSelectorTest, CAbi) {
   const bool fp32 = Dtype() == ScoreType::kFloat32;
   topk_plan* plan = nullptr;

@@ -50,7 +50,7 @@ TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
       const Plan p = plan(k, 2048, n);
       EXPECT_EQ(p.route, Route::kRowLocalExact) << k << " " << n;
       EXPECT_EQ(p.sample_stride, 0);
-      EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, p.grid));
+      EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(CudaStagedK(k, n), p.grid));
     }
   }
   EXPECT_EQ(plan(2048, 8, 8192).grid, 8);  // no more CTAs than rows
@@ -192,6 +192,35 @@ TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {
   const Plan p = MustPlan(kCudaMaxFastK + 1, 512, 1 << 20);
   EXPECT_EQ(p.route, Route::kGeneralExact);
   EXPECT_GT(p.workspace_bytes, MustPlan(kCudaMaxFastK, 512, 1 << 20).workspace_bytes);
+}
+
+// No row is longer than N_cap, so no row commits more than min(K, N_cap):
+// the CTA slices are sized for that. K = 2^20 over rows of 1000 costs what
+// K = 1000 costs; K = 2^20 over rows of 2^20 grows with K (output staging
+// and sort scratch per CTA).
+TEST(CudaPlannerTest, WorkspaceIsSizedForKCappedByTheRowWidth) {
+  EXPECT_EQ(CudaStagedK(2048, 1000), 1000);
+  EXPECT_EQ(CudaStagedK(2048, 1 << 20), 2048);
+  EXPECT_EQ(CudaStagedK(kCudaMaxK, 0), 1);
+  CudaSelectorConfig c;
+  c.enable_short_rows = false;
+  for (int32_t k : {5000, 1 << 16, kCudaMaxK}) {
+    const Plan wide_k = MustPlan(k, 4096, 1000, c);
+    const Plan same = MustPlan(1000, 4096, 1000, c);
+    EXPECT_EQ(wide_k.route, Route::kGeneralExact) << k;
+    EXPECT_EQ(wide_k.grid, same.grid) << k;
+    EXPECT_EQ(wide_k.workspace_bytes, same.workspace_bytes) << k;
+    EXPECT_EQ(wide_k.workspace_bytes, CudaWorkspaceBytes(1000, wide_k.grid)) << k;
+  }
+  // K = 2^20 over rows of 5000: slices for 5000 staged outputs (the general
+  // route's staging starts above the shared output), 2^20 would be ~12 MiB
+  // per CTA.
+  const Plan p = MustPlan(kCudaMaxK, 16, 5000, c);
+  EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(5000, p.grid));
+  EXPECT_LT(p.workspace_bytes, CudaWorkspaceBytes(kCudaMaxK, p.grid) / 100);
+  // K <= N_cap: unchanged.
+  const Plan full = MustPlan(kCudaMaxK, 16, 1 << 20, c);
+  EXPECT_EQ(full.workspace_bytes, CudaWorkspaceBytes(kCudaMaxK, full.grid));
 }
 
 TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {

@@ -158,6 +158,10 @@ int64_t CudaSliceEntries(int32_t k);
 // Workspace bytes of the CTA slices of a plan of `grid` CTAs for rank k (the
 // KV-split route adds per-row state: CudaKvRowEntries candidates per row).
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid);
+// The rank the CTA slices are sized for: min(k, max_width) (at least 1). A row
+// of L <= max_width commits at most L indices, so K beyond every row costs no
+// workspace (the output rows still hold K slots).
+int32_t CudaStagedK(int32_t k, int64_t max_width);
 int64_t CudaKvRowEntries(int32_t k);
 
 // OkStatus for the score types the CUDA kernels serve (FP32, BF16 and FP16,
@@ -207,10 +211,13 @@ class CudaSelector final : public Selector {
   CudaDeviceInfo info_;
 };
 
-// One captured CUDA graph per plan. The graph's first node copies a small
-// argument block (row pointers/offsets, lengths, output, live M) from pinned
-// host memory to the workspace, so the same graph serves every batch of the
-// plan's bucket: Replay() only rewrites the pinned block.
+// One captured CUDA graph per plan: the route's kernel node (and, on the
+// KV-split route, the memset of its per-row state). Replay() writes the
+// batch's arguments (row pointers/offsets, lengths, output, live M) into the
+// executable graph's kernel node by value and launches it, so the same graph
+// serves every batch of the plan's bucket and the host never waits: replays
+// may run ahead of the device. The row-claim counters are zeroed once here
+// and kept zero by the kernels themselves (re-zeroed after a failed launch).
 class CudaGraphRunner {
  public:
   static absl::StatusOr<std::unique_ptr<CudaGraphRunner>> Create(const CudaSelector& selector,
@@ -220,8 +227,9 @@ class CudaGraphRunner {
   CudaGraphRunner(const CudaGraphRunner&) = delete;
   CudaGraphRunner& operator=(const CudaGraphRunner&) = delete;
 
-  // Launches the graph on `stream` (nullptr: the capture stream). Waits for
-  // the previous replay's argument copy before overwriting the pinned block.
+  // Launches the graph on `stream` (nullptr: the capture stream) with this
+  // batch's arguments; returns without waiting for the device. Replays of one
+  // runner share its workspace, so they must be ordered (one stream).
   absl::Status Replay(const RowBatch& batch, const OutputView& out, void* stream = nullptr);
 
  private:

@@ -54,8 +54,9 @@ __device__ __forceinline__ void ClearHist(SharedState<kB>& s) {
 
 // The shared frontiers and the output buffers of the variant of kB threads:
 // A and B in the arena after the state, overflowing to the CTA's slice; the
-// committed indices and the sort in shared memory for K up to the variant's
-// output capacity, in the slice above it.
+// committed indices and the sort in shared memory when no row can commit more
+// than the variant's output capacity (min(K, N_cap) <= it), in the slice
+// otherwise.
 template <int kB>
 struct CtaStores {
   Frontier fa, fb;
@@ -73,9 +74,12 @@ __device__ __forceinline__ CtaStores<kB> MakeCtaStores(SharedState<kB>& s, const
       Frontier{arena, arena + ca, ca, slice, slice + g, g},
       Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g}, s.out,
       reinterpret_cast<uint64_t*>(arena)};
-  if (p.k > V::kOutput) {
+  if (p.staged_k > V::kOutput) {
     c.out_buf = slice + 4 * g;
-    c.sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.k + 1) & ~1));
+    // The slice holds min(K, N_cap) committed indices (CtaSliceBytes of
+    // staged_k), then the sort: offset by staged_k, not K, or K beyond every
+    // row would place the sort past this CTA's slice.
+    c.sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.staged_k + 1) & ~1));
   }
   return c;
 }

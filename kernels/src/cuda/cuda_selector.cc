@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "kernel_args.h"
@@ -37,11 +38,13 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.block = plan.block == cuda::kSmallThreads ? cuda::kSmallThreads : cuda::kThreads;
   p.min_sampled_length =
       config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
-  p.slice_entries = CudaSliceEntries(plan.shape.k);
+  // The slices are sized as the planner sized them: for min(K, N_cap).
+  p.staged_k = CudaStagedK(plan.shape.k, plan.shape.max_width);
+  p.slice_entries = CudaSliceEntries(p.staged_k);
   p.counters = reinterpret_cast<uint32_t*>(base + cuda::kCountersOffset);
   p.stats = reinterpret_cast<unsigned long long*>(base + cuda::kStatsOffset);
   p.cta_slices = base + cuda::kHeaderBytes;
-  p.cta_slice_bytes = cuda::CtaSliceBytes(plan.shape.k, p.slice_entries);
+  p.cta_slice_bytes = cuda::CtaSliceBytes(p.staged_k, p.slice_entries);
   if (plan.route == Route::kKvSplitSampled) {
     p.split = plan.split;
     p.max_rows = plan.shape.max_rows;
@@ -238,26 +241,51 @@ absl::StatusOr<std::pair<uint32_t, uint32_t>> CudaSelector::ReadCounters(
 // --- CudaGraphRunner ---------------------------------------------------------
 
 // Members are destroyed in reverse order: the executable graph and the graph
-// go before the event they record and the pinned block they copy from, and
-// the stream the runner created goes last.
+// go before the stream the runner created.
 struct CudaGraphRunner::Impl {
   Plan plan;
   int device = 0;
-  cuda::Stream owned_stream;                    // set when the context gave no stream
-  cudaStream_t stream = nullptr;                // owned_stream or the context's stream
-  cuda::PinnedBuffer<cuda::DeviceArgs> pinned;  // the argument block's host side
-  cuda::Event copied;                           // recorded inside the graph after the argument copy
+  cuda::Stream owned_stream;      // set when the context gave no stream
+  cudaStream_t stream = nullptr;  // owned_stream or the context's stream
+  cuda::KernelParams params;      // the captured kernel's per-plan arguments
+  uint32_t* counters = nullptr;   // the workspace's row-claim counters
   cuda::Graph graph;
   cuda::GraphExec exec;
-  bool launched = false;
+  cudaGraphNode_t kernel = nullptr;  // the route's kernel node in graph
+  cudaKernelNodeParams node{};       // its launch configuration as captured
+  bool reinit = false;               // a launch failed: zero the counters first
 
-  // A replay may still be reading the pinned block and running the graph:
-  // both must finish before the owners release them.
+  // Replays may still run the graph on the workspace: the runner's stream
+  // finishes before the owners release the graph.
   ~Impl() {
-    if (launched && copied) cudaEventSynchronize(copied.get());
     if (stream != nullptr) cudaStreamSynchronize(stream);
   }
 };
+
+namespace {
+
+// The one kernel node of a captured route graph (every route is one kernel,
+// KV-split with a memset in front of it).
+cudaError_t FindKernelNode(cudaGraph_t graph, cudaGraphNode_t* kernel) {
+  size_t n = 0;
+  cudaError_t e = cudaGraphGetNodes(graph, nullptr, &n);
+  if (e != cudaSuccess) return e;
+  std::vector<cudaGraphNode_t> nodes(n);
+  e = cudaGraphGetNodes(graph, nodes.data(), &n);
+  if (e != cudaSuccess) return e;
+  *kernel = nullptr;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    e = cudaGraphNodeGetType(node, &type);
+    if (e != cudaSuccess) return e;
+    if (type != cudaGraphNodeTypeKernel) continue;
+    if (*kernel != nullptr) return cudaErrorInvalidValue;  // more than one kernel
+    *kernel = node;
+  }
+  return *kernel != nullptr ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+}  // namespace
 
 CudaGraphRunner::CudaGraphRunner(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 CudaGraphRunner::~CudaGraphRunner() = default;
@@ -274,12 +302,6 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
   impl->plan = plan;
   impl->device = selector.config().device;
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(impl->device));
-  {
-    auto pinned = cuda::AllocatePinned<cuda::DeviceArgs>(1);
-    if (!pinned.ok()) return pinned.status();
-    impl->pinned = *std::move(pinned);
-  }
-  *impl->pinned.get() = cuda::DeviceArgs{};
   impl->stream = static_cast<cudaStream_t>(context.stream);
   if (impl->stream == nullptr) {
     auto owned_stream = cuda::CreateStream();
@@ -287,29 +309,26 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
     impl->owned_stream = *std::move(owned_stream);
     impl->stream = impl->owned_stream.get();
   }
-  {
-    auto copied = cuda::CreateEvent(cudaEventDisableTiming);
-    if (!copied.ok()) return copied.status();
-    impl->copied = *std::move(copied);
-  }
-  auto* dev_args = reinterpret_cast<cuda::DeviceArgs*>(static_cast<uint8_t*>(context.workspace) +
-                                                       cuda::kArgsOffset);
-  const cuda::KernelParams params = MakeParams(plan, selector.config(), context.workspace);
+  impl->params = MakeParams(plan, selector.config(), context.workspace);
+  impl->counters = impl->params.counters;
+  // The kernels leave the counters zero after every launch; a garbage
+  // workspace gets them zeroed once, before any replay (on any stream).
+  TOPK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl->counters, 0, 2 * sizeof(uint32_t), impl->stream));
+  TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
+  cuda::KernelParams captured = impl->params;
+  captured.zero_counters = 0;
+  impl->params = captured;
   TOPK_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(impl->stream, cudaStreamCaptureModeThreadLocal));
-  cudaError_t e = cudaMemcpyAsync(dev_args, impl->pinned.get(), sizeof(cuda::DeviceArgs),
-                                  cudaMemcpyHostToDevice, impl->stream);
-  // External: a real event-record node the host can wait on after replays.
-  if (e == cudaSuccess) {
-    e = cudaEventRecordWithFlags(impl->copied.get(), impl->stream, cudaEventRecordExternal);
-  }
-  if (e == cudaSuccess) {
-    e = LaunchPlan(plan, cuda::DeviceArgs{}, dev_args, params, impl->stream);
-  }
-  cudaGraph_t captured = nullptr;
-  const cudaError_t end = cudaStreamEndCapture(impl->stream, &captured);
-  impl->graph = cuda::Graph(captured);
+  const cudaError_t e = LaunchPlan(plan, cuda::DeviceArgs{}, nullptr, captured, impl->stream);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t end = cudaStreamEndCapture(impl->stream, &graph);
+  impl->graph = cuda::Graph(graph);
   TOPK_CUDA_RETURN_IF_ERROR(e);
   TOPK_CUDA_RETURN_IF_ERROR(end);
+  if (const cudaError_t f = FindKernelNode(impl->graph.get(), &impl->kernel); f != cudaSuccess) {
+    return absl::InternalError("graph: the captured route is not one kernel node");
+  }
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGraphKernelNodeGetParams(impl->kernel, &impl->node));
   {
     auto exec = cuda::Instantiate(impl->graph.get());
     if (!exec.ok()) return exec.status();
@@ -322,13 +341,27 @@ absl::Status CudaGraphRunner::Replay(const RowBatch& batch, const OutputView& ou
   Impl& m = *impl_;
   RunContext fake{reinterpret_cast<void*>(1), m.plan.workspace_bytes, nullptr};
   if (absl::Status s = CheckRun(m.plan, batch, out, fake); !s.ok()) return s;
-  // The previous replay's copy must have read the pinned block before it is
-  // rewritten (the kernel reads the device copy, not this one).
-  if (m.launched) TOPK_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(m.copied.get()));
-  *m.pinned.get() = MakeArgs(batch, out);
   cudaStream_t s = stream != nullptr ? static_cast<cudaStream_t>(stream) : m.stream;
-  TOPK_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(m.exec.get(), s));
-  m.launched = true;
+  // Every route kernel takes (DeviceArgs, const DeviceArgs*, KernelParams):
+  // the batch by value, no device block, the plan's constants. The node
+  // copies them, so nothing here outlives the call.
+  cuda::DeviceArgs args = MakeArgs(batch, out);
+  const cuda::DeviceArgs* no_block = nullptr;
+  cuda::KernelParams params = m.params;
+  void* values[] = {&args, &no_block, &params};
+  cudaKernelNodeParams node = m.node;
+  node.kernelParams = values;
+  node.extra = nullptr;
+  TOPK_CUDA_RETURN_IF_ERROR(cudaGraphExecKernelNodeSetParams(m.exec.get(), m.kernel, &node));
+  if (m.reinit) {
+    TOPK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(m.counters, 0, 2 * sizeof(uint32_t), s));
+    m.reinit = false;
+  }
+  if (const cudaError_t e = cudaGraphLaunch(m.exec.get(), s); e != cudaSuccess) {
+    // The kernels did not run to their counter reset.
+    m.reinit = true;
+    TOPK_CUDA_RETURN_IF_ERROR(e);
+  }
   return absl::OkStatus();
 }
 

@@ -22,8 +22,10 @@ inline constexpr int kShortRowCandidates = 1024;
 inline constexpr int kShortRowFrontier = 512;
 inline constexpr int kShortRowMaxK = 4096;
 
-// Per-call arguments. Passed by value for Run(), or read from device memory
-// (refreshed by one captured H2D copy) for graph replays.
+// Per-call arguments, passed by value (Run() launches with them; a graph
+// replay writes them into the captured kernel node). The kernels still
+// accept a device pointer to a block instead (dev_args), unused by the
+// selector's own launches.
 struct DeviceArgs {
   const void* scores = nullptr;  // elements of the plan's ScoreType (KernelParams::dtype)
   int64_t pitch = 0;
@@ -48,7 +50,15 @@ struct KernelParams {
   // for 16-bit rows, BF16 or FP16 widening.
   int32_t dtype = 0;
   int32_t prefetch = 0;  // L2 bulk prefetch ahead of the certification pass
+  // 1: the launcher zeroes the row-claim counters first (Run: any workspace);
+  // 0: they are already zero (graph replays: the runner zeroed them once and
+  // every launch leaves them zero), so the graph has no memset node for them.
+  int32_t zero_counters = 1;
   int64_t min_sampled_length = 0;
+  // The rank the CTA slices were sized for: min(K, N_cap) (CudaStagedK).
+  // Rows are never longer than N_cap, so no row commits more than that; it
+  // decides whether the output stages in shared memory or in the slice.
+  int32_t staged_k = 0;
   int64_t slice_entries = 0;            // G: global overflow entries per slice
   uint32_t* counters = nullptr;         // [0] row claim counter, [1] finished CTAs
   unsigned long long* stats = nullptr;  // kNumStats counters, in Stat order
@@ -84,19 +94,17 @@ inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries) {
   return (RowStateZeroBytes(max_rows) + max_rows * 8 * row_entries + 255) / 256 * 256;
 }
 
-// Workspace layout: a 1 KiB header (counters, stats, graph argument block),
-// then one slice per CTA.
+// Workspace layout: a 1 KiB header (counters, stats), then one slice per CTA.
 inline constexpr int64_t kHeaderBytes = 1024;
 inline constexpr int64_t kCountersOffset = 0;
 inline constexpr int64_t kStatsOffset = 64;
-inline constexpr int64_t kArgsOffset = 256;
 
 // The route counters in the workspace (one per TOPK_CUDA_ROUTE_STATS entry).
 #define TOPK_CUDA_STAT_ENUMERATOR(field, enumerator) enumerator,
 enum class Stat : int { TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_STAT_ENUMERATOR) kCount };
 #undef TOPK_CUDA_STAT_ENUMERATOR
 inline constexpr int kNumStats = static_cast<int>(Stat::kCount);
-static_assert(kStatsOffset + kNumStats * 8 <= kArgsOffset, "the counters fit the header");
+static_assert(kStatsOffset + kNumStats * 8 <= kHeaderBytes, "the counters fit the header");
 
 // Shared-memory capacities of the persistent kernel (entries).
 inline constexpr int kThreads = 512;

@@ -3,9 +3,9 @@
 // or 16-bit rows: the Row view of score_row.cuh) owns
 // a row through all phases (SelectRow); the grid is the device's resident
 // CTAs; the first wave takes rows by block id, later rows are claimed from a
-// device counter that the last CTA to finish resets (and that the launcher
-// zeroes with a captured memset, so garbage workspaces and graph replays are
-// safe).
+// device counter that the last CTA to finish resets (Run's launcher also
+// zeroes it first, so a garbage workspace is fine; graph replays rely on the
+// reset alone: the runner zeroes the counters once).
 #include "cta_state.cuh"
 #include "routes.h"
 #include "select_row.cuh"
@@ -121,8 +121,10 @@ cudaError_t LaunchPersistent(const DeviceArgs& args, const DeviceArgs* dev_args,
   // The small variant stages at most kSmallMaxK outputs in shared memory and
   // its slice has no staging area (the planner never pairs them).
   if (params.block == kSmallThreads && params.k > kSmallMaxK) return cudaErrorInvalidValue;
-  cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
-  if (e != cudaSuccess) return e;
+  if (params.zero_counters != 0) {
+    const cudaError_t e = cudaMemsetAsync(params.counters, 0, 2 * sizeof(uint32_t), stream);
+    if (e != cudaSuccess) return e;
+  }
   if (params.block == kSmallThreads) {
     LaunchVariant<kSmallThreads>(args, dev_args, params, grid, stream);
   } else {

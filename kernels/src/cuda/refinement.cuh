@@ -57,6 +57,32 @@ __device__ __noinline__ void RescanDigitHist(const Row row, uint32_t L, float cu
   __syncthreads();
 }
 
+// Commits the kk smallest composite keys (key32 << 32 | index) of the n <= kB
+// entries [0, n) of f: each thread ranks one entry against all n (the
+// composite keys are distinct, so the ranks are a permutation). The kk
+// smallest is what the remaining digit levels would select in deterministic
+// mode (digits are slices of the composite key from the top), and a valid
+// choice among equal keys otherwise. Every thread calls it; no barrier.
+template <int kB>
+__device__ __forceinline__ void CommitByRank(const Frontier f, uint32_t n, uint32_t kk,
+                                             RefineOut ro) {
+  const uint32_t tid = threadIdx.x;
+  if ((tid & ~31u) >= n) return;  // warp-uniform: whole warps past the entries
+  uint32_t my_idx = 0, my_key = 0;
+  if (tid < n) f.Get(tid, my_idx, my_key);
+  const uint64_t mine = (static_cast<uint64_t>(my_key) << 32) | my_idx;
+  uint32_t rank = 0;
+#pragma unroll 4
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t idx, key;
+    f.Get(i, idx, key);  // the same entry in every lane: a broadcast
+    rank += ((static_cast<uint64_t>(key) << 32) | idx) < mine ? 1u : 0u;
+  }
+  const bool commit = tid < n && rank < kk;
+  const uint32_t slot = WarpReserve(commit, ro.out_count);
+  if (commit) ro.out[slot] = my_idx;
+}
+
 // Refines the admitted set {cut <= x < hi} of the row (hi NaN: no upper
 // bound; count C, level-0 histogram for `top` in s.hist, stored in fa when
 // C <= fa.capacity()) down to exactly k committed indices. The key bits above
@@ -66,7 +92,10 @@ __device__ __noinline__ void RescanDigitHist(const Row row, uint32_t L, float cu
 // the same positions. A level whose frontier did not fit its store re-scans
 // the row with the band and key-prefix filters (the band matters to callers
 // that committed the values above hi themselves: a key above the band can
-// share a level's prefix). Returns the number of re-scanned levels. State:
+// share a level's prefix). A boundary bin of at most kB entries before the
+// last level is stored and finished by rank (CommitByRank) instead of by the
+// remaining levels, each of which costs a 2048-bin scan and its barriers
+// however few entries it holds. Returns the number of re-scanned levels. State:
 // any CTA state with hist, scratch, next_count and tie_count (SharedState, or
 // the short-row route's).
 template <int kB, typename State, typename Row>
@@ -97,6 +126,8 @@ __device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, flo
     const bool take_all = bd.in_bin == kk;
     const bool last = j == levels - 1;
     const bool store_next = !take_all && !last && bd.in_bin <= nxt.capacity();
+    // Few entries left: store them and rank them (no next histogram).
+    const bool finish = store_next && bd.in_bin <= static_cast<uint32_t>(kB);
     for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
     if (tid == 0) s.next_count = 0u, s.tie_count = 0u;
     __syncthreads();
@@ -118,7 +149,7 @@ __device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, flo
       const uint32_t next = store_next ? WarpReserve(keep, &s.next_count) : 0u;
       if (keep) {
         if (store_next) nxt.Put(next, idx, key);
-        atomicAdd(&s.hist[LevelDigit(k64, j + 1, top)], 1u);
+        if (!finish) atomicAdd(&s.hist[LevelDigit(k64, j + 1, top)], 1u);
       }
     };
     if (stored) {
@@ -148,6 +179,11 @@ __device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, flo
     }
     __syncthreads();
     if (take_all || last) break;
+    if (finish) {
+      CommitByRank<kB>(nxt, bd.in_bin, kk, ro);
+      __syncthreads();
+      break;
+    }
     prefix = (prefix << LevelBits(j, top)) | b;
     quota = kk;
     fcount = bd.in_bin;

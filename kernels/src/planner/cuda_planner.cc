@@ -30,6 +30,10 @@ size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
                              int64_t{grid} * cuda::CtaSliceBytes(k, CudaSliceEntries(k)));
 }
 
+int32_t CudaStagedK(int32_t k, int64_t max_width) {
+  return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(k, max_width)));
+}
+
 int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
 
 // M_cap does not enter: the measured crossover moved with K and N_cap only
@@ -195,7 +199,10 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
           static_cast<int32_t>(std::min<int64_t>(cluster.clusters, shape.max_rows) * cluster.size);
     }
   }
-  plan.workspace_bytes = CudaWorkspaceBytes(shape.k, plan.grid);
+  // No row is longer than N_cap, so none commits more than min(K, N_cap):
+  // the slices (candidate stores, output staging, sort scratch) are sized
+  // for that, not for K.
+  plan.workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan.grid);
   if (plan.route == Route::kKvSplitSampled) {
     plan.workspace_bytes +=
         static_cast<size_t>(cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k)));
