@@ -68,7 +68,8 @@ class Collector {
     latencies_.push_back(result->client_us);
     ++requests_;
     rows_ += result->num_rows;
-    score_bytes_ += workload_.rows[variant].bytes();
+    score_bytes_ += workload_.echo ? static_cast<int64_t>(workload_.echo_payload.size())
+                                   : workload_.rows[variant].bytes();
     server_total_ += result->server.total_us;
     server_queue_ += result->server.queue_us;
     server_device_ += result->server.device_us;
@@ -177,8 +178,24 @@ absl::StatusOr<SelectResult> PipelineCall(Client& client, const Workload& w, int
   return pipeline->Call(request);
 }
 
+// One unary Echo, checked byte for byte: an answer that differs is an error.
+absl::StatusOr<SelectResult> EchoOnce(Client& client, const Workload& w) {
+  const auto start = Clock::now();
+  absl::StatusOr<std::string> echoed = client.Echo(w.echo_payload);
+  if (!echoed.ok()) return echoed.status();
+  if (*echoed != w.echo_payload) {
+    return absl::DataLossError(absl::StrCat("Echo: ", echoed->size(), " bytes came back for ",
+                                            w.echo_payload.size(), ", or different ones"));
+  }
+  SelectResult result;
+  result.client_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  return result;
+}
+
 absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant, int caller,
                                       int64_t call) {
+  if (w.echo) return EchoOnce(client, w);
   if (w.references != nullptr) {
     const v1::SelectRequest& request = w.references->request(caller, variant);
     absl::StatusOr<SelectResult> result = w.pipelines != nullptr
