@@ -73,6 +73,7 @@ class Collector {
     server_total_ += result->server.total_us;
     server_queue_ += result->server.queue_us;
     server_device_ += result->server.device_us;
+    server_prepare_ += result->server.prepare_us;
     batch_sum_ += result->server.batch_requests;
     batch_max_ = std::max<int64_t>(batch_max_, result->server.batch_requests);
   }
@@ -105,6 +106,7 @@ class Collector {
       step.server_total_us = static_cast<double>(server_total_) / requests_;
       step.server_queue_us = static_cast<double>(server_queue_) / requests_;
       step.server_device_us = static_cast<double>(server_device_) / requests_;
+      step.server_prepare_us = static_cast<double>(server_prepare_) / requests_;
       step.batch_mean = static_cast<double>(batch_sum_) / requests_;
       step.batch_max = batch_max_;
     }
@@ -122,7 +124,7 @@ class Collector {
   std::map<std::string, int64_t> errors_by_code_;
   int64_t warmup_calls_ = 0;
   int64_t requests_ = 0, errors_ = 0, verified_ = 0, inexact_ = 0, rows_ = 0, score_bytes_ = 0;
-  int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0;
+  int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0, server_prepare_ = 0;
   int64_t batch_sum_ = 0, batch_max_ = 0;
   std::string first_error_;
 };

@@ -37,13 +37,14 @@ grpc::Status Fail(const SelectContext& select, const absl::Status& status,
 
 grpc::Status FinishSelect(const SelectContext& select, const absl::Status& status,
                           const SelectOutput& output, const SelectInput& input, int64_t start_us,
-                          const std::string& request_id, v1::SelectResponse& response,
-                          Outcome& outcome) {
+                          int64_t submitted_us, const std::string& request_id,
+                          v1::SelectResponse& response, Outcome& outcome) {
   if (!status.ok()) return Fail(select, status, request_id, outcome);
   const int64_t rows = RowCount(input);
   const int64_t bytes_out =
       EncodeResponse(output, input.k, rows, SteadyNowUs() - start_us, response);
   response.set_request_id(request_id);
+  response.mutable_timings()->set_prepare_us(submitted_us - start_us);
   if (input.return_values) response.set_values_dtype(ScoreTypeToWire(input.dtype));
   const auto size = static_cast<int64_t>(response.ByteSizeLong());
   if (select.max_send_message_bytes > 0 && size > select.max_send_message_bytes) {

@@ -40,8 +40,8 @@ grpc::Status Fail(const SelectContext& select, const absl::Status& status,
 // refuse an answer gRPC could not send, and produce the request's status.
 grpc::Status FinishSelect(const SelectContext& select, const absl::Status& status,
                           const SelectOutput& output, const SelectInput& input, int64_t start_us,
-                          const std::string& request_id, v1::SelectResponse& response,
-                          Outcome& outcome);
+                          int64_t submitted_us, const std::string& request_id,
+                          v1::SelectResponse& response, Outcome& outcome);
 
 // One decoded Select request and everything its SelectInput points into
 // (the request's own buffer, for inline rows, is the caller's and must
