@@ -286,9 +286,13 @@ if has msgpath; then
   start_server --mutex_deadlock_detection=true
   mp "mp-echo-detect" --call=echo --rows=1 --width=1024 --concurrency=16,64 --mutex_deadlock_detection=true
   stop_server
-  if [ "$gpus" -ge 2 ]; then
-    log "msgpath: one GPU vs two (two loadgens x 32 clients, one exporting process per GPU)"
-    for devices in 0 0,1; do
+  # Two load generators on one GPU also say whether one loadgen process was
+  # the limit; with two GPUs, one exporting process per GPU.
+  log "msgpath: two loadgens x 32 clients on one GPU, and on two when there are two"
+  devices_list=0
+  [ "$gpus" -ge 2 ] && devices_list="0 0,1"
+  if true; then
+    for devices in $devices_list; do
       [ "$(left)" -gt 12 ] || break
       label=${devices/,/+}
       start_server --cuda_devices=$devices
@@ -319,6 +323,12 @@ if has msgpath; then
     log "msgpath: glibc's default malloc arenas against one (64 clients)"
     start_server --malloc_arenas=0
     mp "mp-arenas0" "${decode[@]}" --concurrency=64
+    stop_server
+  fi
+  if [ "$(left)" -gt 40 ]; then
+    log "msgpath: the server on gRPC's poll() engine instead of epoll1 (64 clients)"
+    GRPC_POLL_STRATEGY=poll start_server
+    mp "mp-pollserver" "${decode[@]}" --concurrency=64
     stop_server
   fi
   log "msgpath: suites on the CUDA backend (within the budget)"
