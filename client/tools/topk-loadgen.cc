@@ -93,6 +93,10 @@ ABSL_FLAG(std::string, call, "",
           "stream open and sends its requests on it; closed loop) | echo (unary Echo calls of "
           "--echo_bytes, checked byte for byte: the transport's ceiling; closed loop, inline); "
           "empty: pipeline with --transport=shm|ipc, unary inline");
+ABSL_FLAG(std::string, row_layout, "offsets",
+          "--transport=shm|ipc: offsets (an int64 row start per row, stored in the region: the "
+          "server reads them out of it per request) | pitch (one row pitch in the request; "
+          "rows evenly spaced, e.g. --lengths=full)");
 ABSL_FLAG(int64_t, echo_bytes, 256, "--call=echo: payload bytes of each Echo (sent and returned)");
 ABSL_FLAG(int, ipc_device, 0, "--transport=ipc: the CUDA device holding the rows");
 ABSL_FLAG(bool, mutex_deadlock_detection, false,
@@ -312,9 +316,12 @@ int main(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError(
           "--transport=shm|ipc: closed loop (--concurrency) with Select (no --stream)"));
     }
+    absl::StatusOr<topk::tools::RowLayout> layout =
+        topk::tools::ParseRowLayout(absl::GetFlag(FLAGS_row_layout));
+    if (!layout.ok()) return Fail(layout.status());
     absl::StatusOr<std::unique_ptr<topk::tools::ReferenceRegions>> created =
         topk::tools::ReferenceRegions::Create(*transport, *clients.front(), w.rows, w.k, w.options,
-                                              callers, absl::GetFlag(FLAGS_ipc_device));
+                                              callers, absl::GetFlag(FLAGS_ipc_device), *layout);
     if (!created.ok()) return Fail(created.status());
     references = *std::move(created);
     w.references = references.get();

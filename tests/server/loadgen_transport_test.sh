@@ -6,6 +6,7 @@
 # And --transport=shm against a server without --enable_regions fails with
 # the flag's name; an unknown --call is refused. --call=echo: every Echo
 # answered and compared, refused by a server without --enable_echo.
+# --row_layout=pitch: verified, refused for uneven rows.
 # Usage: loadgen_transport_test.sh TOPK_SERVER TOPK_LOADGEN
 set -euo pipefail
 server=$1 loadgen=$2
@@ -51,6 +52,17 @@ grep -q '"call": "Echo"' "$work/echo.json"
 ! "$loadgen" --target="unix:$sock.off" --call=echo --rows=1 --width=64 --k=8 --concurrency=1 \
   --duration_s=0.2 --warmup_s=0 --progress=false >"$work/echo-off.txt" 2>&1
 ! ls /dev/shm | grep -q "topk-loadgen-"
+# Row starts as one pitch in the request instead of offsets in the region:
+# every answer verified; refused for rows that are not evenly spaced.
+"$loadgen" --target="unix:$sock" --transport=shm --row_layout=pitch --lengths=full --rows=8 \
+  --width=20000 --k=64 --concurrency=2 --duration_s=0.5 --warmup_s=0.1 --verify_every=1 \
+  --progress=false | tee "$work/pitch.txt"
+awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
+     END { exit (n == 1 && !bad) ? 0 : 1 }' "$work/pitch.txt"
+! "$loadgen" --target="unix:$sock" --transport=shm --row_layout=pitch --lengths=random --rows=8 \
+  --width=20000 --k=64 --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false \
+  2>"$work/err.txt"
+grep -q -- "--row_layout=pitch" "$work/err.txt"
 # FP16 rows in the segment (2-byte elements, offsets in elements of the type).
 "$loadgen" --target="unix:$sock" --transport=shm --dtype=fp16 --rows=8 --width=20000 --k=64 \
   --concurrency=2 --duration_s=1 --warmup_s=0.2 --verify_every=1 --progress=false \
