@@ -20,8 +20,8 @@ void Record(const SelectContext& select, const Outcome& outcome) {
     select.metrics->OnError(outcome.code);
     return;
   }
-  select.metrics->OnSuccess(outcome.rows, outcome.bytes_out, outcome.timings.queue_us,
-                            outcome.timings.device_us, outcome.total_us);
+  select.metrics->OnSuccess(outcome.rows, outcome.bytes_out, outcome.prepare_us,
+                            outcome.timings.queue_us, outcome.timings.device_us, outcome.total_us);
 }
 
 grpc::Status Fail(const SelectContext& select, const absl::Status& status,
@@ -62,7 +62,8 @@ grpc::Status FinishSelect(const SelectContext& select, const absl::Status& statu
   outcome = Outcome{.rows = rows,
                     .bytes_out = bytes_out,
                     .timings = output.timings,
-                    .total_us = response.timings().total_us()};
+                    .total_us = response.timings().total_us(),
+                    .prepare_us = response.timings().prepare_us()};
   spdlog::debug("select{} ok: {} rows, k = {}, {} us (queue {}, device {})",
                 request_id.empty() ? "" : " " + request_id, rows, input.k, outcome.total_us,
                 output.timings.queue_us, output.timings.device_us);

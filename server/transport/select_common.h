@@ -24,6 +24,7 @@ struct Outcome {
   int64_t bytes_out = 0;
   SelectTimings timings;
   int64_t total_us = 0;
+  int64_t prepare_us = 0;
 };
 
 // Counts `outcome` in the metrics (a success with its timings, or an error

@@ -193,6 +193,7 @@ TEST(ServerE2e, StatsCountRequestsErrorsAndLatencies) {
   EXPECT_EQ(stats->bytes_out(), 5u * 3 * 16 * 4);
   EXPECT_EQ(stats->errors().at("INVALID_ARGUMENT"), 1u);
   EXPECT_EQ(stats->total_latency().count(), 5u);
+  EXPECT_EQ(stats->prepare_latency().count(), 5u);
   EXPECT_EQ(stats->total_latency().cumulative_counts_size(),
             stats->total_latency().upper_bounds_us_size() + 1);
   EXPECT_EQ(stats->queue_depth(), 0);
