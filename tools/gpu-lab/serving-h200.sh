@@ -18,7 +18,8 @@
 #   dtype:    FP32 vs BF16 vs FP16 inline, 8 clients
 #   twogpu:   the decode load on one GPU vs both (when two are visible)
 #   msgpath:  the message path's ceiling (issue 12): the IPC decode load with
-#             the binaries of main (bin/*-main, when packed) against these,
+#             the binaries of main (bin/*-main, when packed) against these
+#             (row offsets in the region, and as one pitch),
 #             absl's Mutex deadlock detection on/off per process, the Echo
 #             ceiling, one GPU vs two, workers x coalescing, then the suites,
 #             all inside MSGPATH_BUDGET_S seconds (default 190)
@@ -272,6 +273,9 @@ if has msgpath; then
   fi
   start_server
   mp "mp-new-decode" "${decode[@]}" --concurrency=16,32,64
+  # Row starts as one pitch in the request: nothing read from device memory
+  # before the queue.
+  mp "mp-new-decode-pitch" "${decode[@]}" --concurrency=16,32,64 --row_layout=pitch
   stop_server
   log "msgpath: deadlock detection on in one process only (64 clients)"
   start_server --mutex_deadlock_detection=true
