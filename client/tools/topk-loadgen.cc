@@ -337,10 +337,14 @@ int main(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError(
           "--call=echo: closed loop (--concurrency), inline transport, no --stream"));
     }
+    const int64_t echo_bytes = absl::GetFlag(FLAGS_echo_bytes);
+    if (echo_bytes < 1) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--echo_bytes=", echo_bytes, ": at least 1 byte")));
+    }
     w.echo = true;
     w.verify_every = 0;  // nothing to select: each Echo is checked byte for byte instead
-    w.echo_payload.resize(
-        static_cast<size_t>(std::max<int64_t>(1, absl::GetFlag(FLAGS_echo_bytes))));
+    w.echo_payload.resize(static_cast<size_t>(echo_bytes));
     for (size_t i = 0; i < w.echo_payload.size(); ++i) {
       w.echo_payload[i] = static_cast<char>('a' + i % 26);
     }

@@ -49,6 +49,9 @@ grep -q -- "--call=bogus" "$work/err.txt"
 awk '/^concurrency/ { if ($3 <= 0 || $NF != 0) bad = 1; n++ }
      END { exit (n == 1 && !bad) ? 0 : 1 }' "$work/echo.txt"
 grep -q '"call": "Echo"' "$work/echo.json"
+! "$loadgen" --target="unix:$sock" --call=echo --echo_bytes=0 --rows=1 --width=64 --k=8 \
+  --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false 2>"$work/err.txt"
+grep -q -- "--echo_bytes=0" "$work/err.txt"
 ! "$loadgen" --target="unix:$sock.off" --call=echo --rows=1 --width=64 --k=8 --concurrency=1 \
   --duration_s=0.2 --warmup_s=0 --progress=false >"$work/echo-off.txt" 2>&1
 ! ls /dev/shm | grep -q "topk-loadgen-"
