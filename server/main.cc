@@ -106,6 +106,10 @@ ABSL_FLAG(bool, keep_heap, true,
 ABSL_FLAG(int, malloc_arenas, topk::server::kDefaultMallocArenas,
           "glibc malloc arenas (0: glibc's default of 8 per core); more arenas mean less lock "
           "sharing between threads and more memory that the idle release cannot return");
+ABSL_FLAG(bool, mutex_deadlock_detection, false,
+          "keep absl::Mutex's lock-order checking on where the library was built with it (a "
+          "debugging aid: it serialises every lock of the process, gRPC's included, on one "
+          "global lock and caps the messages/s a server can handle)");
 ABSL_FLAG(std::string, log_level, "info",
           "trace | debug | info | warn | error (debug: one line per request)");
 
@@ -220,6 +224,7 @@ int main(int argc, char** argv) {
   ConfigureUsage();
   if (PrintHelpIfAsked(argc, argv)) return EXIT_SUCCESS;
   absl::ParseCommandLine(argc, argv);
+  topk::server::SetMutexDeadlockDetection(absl::GetFlag(FLAGS_mutex_deadlock_detection));
   if (absl::Status valid = ValidateProcessFlags(); !valid.ok()) {
     spdlog::critical("cannot start: {}", valid.ToString());
     return EXIT_FAILURE;

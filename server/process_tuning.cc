@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "absl/synchronization/mutex.h"
+
 namespace topk::server {
 
 bool KeepLargeBuffersResident() {
@@ -38,6 +40,10 @@ int64_t ResidentBytes() {
   int64_t resident = 0;
   if (!(statm >> pages >> resident)) return -1;
   return resident * sysconf(_SC_PAGESIZE);
+}
+
+void SetMutexDeadlockDetection(bool on) {
+  if (!on) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 }
 
 }  // namespace topk::server

@@ -35,4 +35,15 @@ void ReleaseFreeHeapMemory();
 // This process's resident set in bytes (/proc/self/statm), or -1.
 int64_t ResidentBytes();
 
+// Turns absl::Mutex's deadlock detection off (on: leaves it as the library
+// was built). A Mutex library built without NDEBUG (as some distributions
+// ship it) checks every Lock() of every absl::Mutex in the process, gRPC's
+// own locks included, against one lock-order graph under one global spin
+// lock, and records and removes a graph node for every Mutex created and
+// destroyed (gRPC makes several per call). Under concurrent load that one
+// spin lock serialises the whole message path: threads queue on it and
+// sleep, so throughput stops rising while the cores stay mostly idle.
+// Call first thing in main, before any thread starts.
+void SetMutexDeadlockDetection(bool on);
+
 }  // namespace topk::server

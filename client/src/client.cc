@@ -105,7 +105,8 @@ absl::StatusOr<SelectResult> DecodeResponse(const v1::SelectResponse& response) 
   result.server = {.queue_us = response.timings().queue_us(),
                    .device_us = response.timings().device_us(),
                    .total_us = response.timings().total_us(),
-                   .batch_requests = response.timings().batch_requests()};
+                   .batch_requests = response.timings().batch_requests(),
+                   .prepare_us = response.timings().prepare_us()};
   return result;
 }
 
@@ -117,7 +118,8 @@ absl::StatusOr<SelectResult> DecodeReferenceResponse(const v1::SelectResponse& r
   result.server = {.queue_us = response.timings().queue_us(),
                    .device_us = response.timings().device_us(),
                    .total_us = response.timings().total_us(),
-                   .batch_requests = response.timings().batch_requests()};
+                   .batch_requests = response.timings().batch_requests(),
+                   .prepare_us = response.timings().prepare_us()};
   return result;
 }
 

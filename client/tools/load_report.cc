@@ -99,16 +99,17 @@ absl::Status WriteCsv(const std::vector<StepResult>& steps, const std::string& p
       "mode,setting,seconds,requests,errors,warmup_calls,verified,inexact,rows,score_bytes,"
       "req_per_s,rows_per_s,gb_per_s,p50_us,p90_us,p95_us,p99_us,p999_us,max_us,mean_us,"
       "server_total_us,server_queue_us,server_device_us,batch_mean,batch_max,arrival_cv,"
-      "errors_by_code\n";
+      "errors_by_code,server_prepare_us\n";
   for (const StepResult& s : steps) {
     absl::StrAppendFormat(
         &text,
         "%s,%g,%.3f,%d,%d,%d,%d,%d,%d,%d,%.2f,%.1f,%.4f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.1f,%.1f,"
-        "%.1f,%.1f,%.3f,%d,%.3f,%s\n",
+        "%.1f,%.1f,%.3f,%d,%.3f,%s,%.1f\n",
         s.mode, s.setting, s.seconds, s.requests, s.errors, s.warmup_calls, s.verified, s.inexact,
         s.rows, s.score_bytes, s.requests_per_s(), s.rows_per_s(), s.gb_per_s(), s.p50_us, s.p90_us,
         s.p95_us, s.p99_us, s.p999_us, s.max_us, s.mean_us, s.server_total_us, s.server_queue_us,
-        s.server_device_us, s.batch_mean, s.batch_max, s.arrival_cv, CodesCell(s.errors_by_code));
+        s.server_device_us, s.batch_mean, s.batch_max, s.arrival_cv, CodesCell(s.errors_by_code),
+        s.server_prepare_us);
   }
   return WriteWhole(path, text);
 }
@@ -135,13 +136,14 @@ absl::Status WriteJson(const RunMetadata& metadata, const std::vector<StepResult
         "\"rows_per_s\": %.1f, \"gb_per_s\": %.4f, \"p50_us\": %.0f, \"p90_us\": %.0f, "
         "\"p95_us\": %.0f, \"p99_us\": %.0f, \"p999_us\": %.0f, \"max_us\": %.0f, "
         "\"mean_us\": %.1f, \"server_total_us\": %.1f, \"server_queue_us\": %.1f, "
-        "\"server_device_us\": %.1f, \"batch_mean\": %.3f, \"batch_max\": %d, "
+        "\"server_device_us\": %.1f, \"server_prepare_us\": %.1f, \"batch_mean\": %.3f, "
+        "\"batch_max\": %d, "
         "\"arrival_cv\": %.3f, \"first_error\": %s}%s\n",
         s.mode, s.setting, s.seconds, s.requests, s.errors, codes, s.warmup_calls, s.verified,
         s.inexact, s.rows, s.score_bytes, s.requests_per_s(), s.rows_per_s(), s.gb_per_s(),
         s.p50_us, s.p90_us, s.p95_us, s.p99_us, s.p999_us, s.max_us, s.mean_us, s.server_total_us,
-        s.server_queue_us, s.server_device_us, s.batch_mean, s.batch_max, s.arrival_cv,
-        JsonString(s.first_error), i + 1 < steps.size() ? "," : "");
+        s.server_queue_us, s.server_device_us, s.server_prepare_us, s.batch_mean, s.batch_max,
+        s.arrival_cv, JsonString(s.first_error), i + 1 < steps.size() ? "," : "");
   }
   absl::StrAppend(&text, "  ]\n}\n");
   return WriteWhole(path, text);

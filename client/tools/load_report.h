@@ -32,6 +32,9 @@ struct StepResult {
   double p50_us = 0, p90_us = 0, p95_us = 0, p99_us = 0, p999_us = 0, max_us = 0, mean_us = 0;
   // Server-side means, microseconds (from the response timings).
   double server_total_us = 0, server_queue_us = 0, server_device_us = 0;
+  // Of server_total_us, before the queue (Timings.prepare_us; 0 from a
+  // server that does not report it).
+  double server_prepare_us = 0;
   // Requests per server-side launch that the calls saw (Timings.
   // batch_requests): mean over the calls, and the largest. 0: the server
   // does not report it.

@@ -68,10 +68,12 @@ class Collector {
     latencies_.push_back(result->client_us);
     ++requests_;
     rows_ += result->num_rows;
-    score_bytes_ += workload_.rows[variant].bytes();
+    score_bytes_ += workload_.echo ? static_cast<int64_t>(workload_.echo_payload.size())
+                                   : workload_.rows[variant].bytes();
     server_total_ += result->server.total_us;
     server_queue_ += result->server.queue_us;
     server_device_ += result->server.device_us;
+    server_prepare_ += result->server.prepare_us;
     batch_sum_ += result->server.batch_requests;
     batch_max_ = std::max<int64_t>(batch_max_, result->server.batch_requests);
   }
@@ -104,6 +106,7 @@ class Collector {
       step.server_total_us = static_cast<double>(server_total_) / requests_;
       step.server_queue_us = static_cast<double>(server_queue_) / requests_;
       step.server_device_us = static_cast<double>(server_device_) / requests_;
+      step.server_prepare_us = static_cast<double>(server_prepare_) / requests_;
       step.batch_mean = static_cast<double>(batch_sum_) / requests_;
       step.batch_max = batch_max_;
     }
@@ -121,7 +124,7 @@ class Collector {
   std::map<std::string, int64_t> errors_by_code_;
   int64_t warmup_calls_ = 0;
   int64_t requests_ = 0, errors_ = 0, verified_ = 0, inexact_ = 0, rows_ = 0, score_bytes_ = 0;
-  int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0;
+  int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0, server_prepare_ = 0;
   int64_t batch_sum_ = 0, batch_max_ = 0;
   std::string first_error_;
 };
@@ -177,8 +180,24 @@ absl::StatusOr<SelectResult> PipelineCall(Client& client, const Workload& w, int
   return pipeline->Call(request);
 }
 
+// One unary Echo, checked byte for byte: an answer that differs is an error.
+absl::StatusOr<SelectResult> EchoOnce(Client& client, const Workload& w) {
+  const auto start = Clock::now();
+  absl::StatusOr<std::string> echoed = client.Echo(w.echo_payload);
+  if (!echoed.ok()) return echoed.status();
+  if (*echoed != w.echo_payload) {
+    return absl::DataLossError(absl::StrCat("Echo: ", echoed->size(), " bytes came back for ",
+                                            w.echo_payload.size(), ", or different ones"));
+  }
+  SelectResult result;
+  result.client_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+  return result;
+}
+
 absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant, int caller,
                                       int64_t call) {
+  if (w.echo) return EchoOnce(client, w);
   if (w.references != nullptr) {
     const v1::SelectRequest& request = w.references->request(caller, variant);
     absl::StatusOr<SelectResult> result = w.pipelines != nullptr

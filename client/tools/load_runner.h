@@ -36,6 +36,10 @@ struct Workload {
   // `caller`, opened on its client at its first call and reopened if the
   // server ended it) instead of one unary Select per request. Closed loop.
   std::vector<std::unique_ptr<client::SelectPipeline>>* pipelines = nullptr;
+  // Set: each call is an Echo of these bytes instead of a Select (the
+  // transport's ceiling without the engine); the answer must equal them.
+  bool echo = false;
+  std::string echo_payload;
 };
 
 struct StepTiming {

@@ -74,11 +74,41 @@ absl::StatusOr<Transport> ParseTransport(const std::string& name) {
       absl::StrCat("--transport: '", name, "' is not inline, shm or ipc"));
 }
 
+absl::StatusOr<RowLayout> ParseRowLayout(const std::string& name) {
+  if (name == "offsets") return RowLayout::kOffsets;
+  if (name == "pitch") return RowLayout::kPitch;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--row_layout: '", name, "' is not offsets or pitch"));
+}
+
+namespace {
+
+// The common distance between row starts (elements), when every row starts
+// that far after the previous one and fits in it; for one row, its length.
+absl::StatusOr<int64_t> EvenPitch(const PackedRows& rows, size_t variant) {
+  int64_t longest = 1;
+  for (int32_t length : rows.lengths) longest = std::max<int64_t>(longest, length);
+  const size_t m = rows.offsets.size();
+  const int64_t pitch = m > 1 ? rows.offsets[1] - rows.offsets[0] : longest;
+  bool even = pitch >= longest && (m == 0 || rows.offsets[0] == 0);
+  for (size_t r = 1; even && r < m; ++r) {
+    even = rows.offsets[r] - rows.offsets[r - 1] == pitch;
+  }
+  if (!even) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--row_layout=pitch: variant ", variant,
+                     "'s rows are not evenly spaced (full-length rows are: --lengths=full)"));
+  }
+  return pitch;
+}
+
+}  // namespace
+
 ReferenceRegions::~ReferenceRegions() = default;
 
 absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
     Transport transport, client::Client& client, const std::vector<PackedRows>& rows, int32_t k,
-    const client::CallOptions& options, int callers, int device) {
+    const client::CallOptions& options, int callers, int device, RowLayout layout) {
   auto regions = std::unique_ptr<ReferenceRegions>(new ReferenceRegions());
   absl::StatusOr<std::unique_ptr<client::RegionSession>> session =
       client::RegionSession::Open(client);
@@ -135,13 +165,25 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
       return s;
     }
   }
+  std::vector<int64_t> pitches(rows.size(), 0);
+  if (layout == RowLayout::kPitch) {
+    for (size_t v = 0; v < rows.size(); ++v) {
+      absl::StatusOr<int64_t> pitch = EvenPitch(rows[v], v);
+      if (!pitch.ok()) return pitch.status();
+      pitches[v] = *pitch;
+    }
+  }
   regions->requests_.resize(callers);
   for (int c = 0; c < callers; ++c) {
     for (size_t v = 0; v < rows.size(); ++v) {
       client::RegionRowsRef ref;
       ref.scores = {"data", scores_at[v]};
       ref.num_rows = static_cast<int32_t>(rows[v].lengths.size());
-      ref.row_offsets = client::RegionSlice{"data", offsets_at[v]};
+      if (layout == RowLayout::kPitch) {
+        ref.row_pitch = pitches[v];
+      } else {
+        ref.row_offsets = client::RegionSlice{"data", offsets_at[v]};
+      }
       ref.lengths = rows[v].lengths;
       ref.dtype = ToWire(rows[v].dtype);
       const client::RegionOutputRef out{.indices = {"data", regions->output_at_[c]}};

@@ -21,14 +21,25 @@ enum class Transport { kInline, kShm, kIpc };
 // "inline", "shm" or "ipc"; ipc needs a build with CUDA.
 absl::StatusOr<Transport> ParseTransport(const std::string& name);
 
+// How a request names its row starts: by an int64 offset per row stored in
+// the region (RegionRows.row_offsets: the server reads them out of the
+// region per request, from device memory for ipc), or by one row pitch in
+// the request itself (rows evenly spaced, e.g. full-length packed rows).
+enum class RowLayout { kOffsets, kPitch };
+
+// "offsets" or "pitch".
+absl::StatusOr<RowLayout> ParseRowLayout(const std::string& name);
+
 class ReferenceRegions {
  public:
   // Places `rows` (all variants) and `callers` output areas in a region of
   // `transport`'s kind (ipc: on CUDA device `device`), registered in a
-  // session opened on `client`, and builds the requests.
+  // session opened on `client`, and builds the requests. kPitch needs every
+  // variant's rows evenly spaced.
   static absl::StatusOr<std::unique_ptr<ReferenceRegions>> Create(
       Transport transport, client::Client& client, const std::vector<PackedRows>& rows, int32_t k,
-      const client::CallOptions& options, int callers, int device);
+      const client::CallOptions& options, int callers, int device,
+      RowLayout layout = RowLayout::kOffsets);
   ~ReferenceRegions();
 
   const v1::SelectRequest& request(int caller, size_t variant) const {

@@ -21,7 +21,8 @@ struct Stage {
 };
 
 std::vector<Stage> Stages(const v1::Stats& stats) {
-  return {{"queue", &stats.queue_latency()},
+  return {{"prepare", &stats.prepare_latency()},
+          {"queue", &stats.queue_latency()},
           {"device", &stats.device_latency()},
           {"total", &stats.total_latency()}};
 }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "load_connections.h"
@@ -89,9 +90,19 @@ ABSL_FLAG(std::string, transport, "inline",
           "--enable_regions and a closed loop");
 ABSL_FLAG(std::string, call, "",
           "unary (one Select call per request) | pipeline (each caller keeps a SelectPipeline "
-          "stream open and sends its requests on it; closed loop); empty: pipeline with "
-          "--transport=shm|ipc, unary inline");
+          "stream open and sends its requests on it; closed loop) | echo (unary Echo calls of "
+          "--echo_bytes, checked byte for byte: the transport's ceiling; closed loop, inline); "
+          "empty: pipeline with --transport=shm|ipc, unary inline");
+ABSL_FLAG(std::string, row_layout, "offsets",
+          "--transport=shm|ipc: offsets (an int64 row start per row, stored in the region: the "
+          "server reads them out of it per request) | pitch (one row pitch in the request; "
+          "rows evenly spaced, e.g. --lengths=full)");
+ABSL_FLAG(int64_t, echo_bytes, 256, "--call=echo: payload bytes of each Echo (sent and returned)");
 ABSL_FLAG(int, ipc_device, 0, "--transport=ipc: the CUDA device holding the rows");
+ABSL_FLAG(bool, mutex_deadlock_detection, false,
+          "keep absl::Mutex's lock-order checking on where the library was built with it: it "
+          "serialises every lock of the process (gRPC's included) on one global lock, so a "
+          "load generator with it caps the messages/s it can drive");
 
 namespace {
 
@@ -226,6 +237,9 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "topk-loadgen --target=H:P [--concurrency=1,2,4 | --request_rate=..]");
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (!absl::GetFlag(FLAGS_mutex_deadlock_detection)) {
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  }
   if (positional.size() > 1) {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("unexpected argument '", positional[1], "' (every option is a --flag)")));
@@ -302,18 +316,38 @@ int main(int argc, char** argv) {
       return Fail(absl::InvalidArgumentError(
           "--transport=shm|ipc: closed loop (--concurrency) with Select (no --stream)"));
     }
+    absl::StatusOr<topk::tools::RowLayout> layout =
+        topk::tools::ParseRowLayout(absl::GetFlag(FLAGS_row_layout));
+    if (!layout.ok()) return Fail(layout.status());
     absl::StatusOr<std::unique_ptr<topk::tools::ReferenceRegions>> created =
         topk::tools::ReferenceRegions::Create(*transport, *clients.front(), w.rows, w.k, w.options,
-                                              callers, absl::GetFlag(FLAGS_ipc_device));
+                                              callers, absl::GetFlag(FLAGS_ipc_device), *layout);
     if (!created.ok()) return Fail(created.status());
     references = *std::move(created);
     w.references = references.get();
   }
   std::string call = absl::GetFlag(FLAGS_call);
   if (call.empty()) call = *transport == topk::tools::Transport::kInline ? "unary" : "pipeline";
-  if (call != "unary" && call != "pipeline") {
-    return Fail(
-        absl::InvalidArgumentError(absl::StrCat("--call=", call, ": expected unary or pipeline")));
+  if (call != "unary" && call != "pipeline" && call != "echo") {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--call=", call, ": expected unary, pipeline or echo")));
+  }
+  if (call == "echo") {
+    if (open_loop || w.stream || references != nullptr) {
+      return Fail(absl::InvalidArgumentError(
+          "--call=echo: closed loop (--concurrency), inline transport, no --stream"));
+    }
+    const int64_t echo_bytes = absl::GetFlag(FLAGS_echo_bytes);
+    if (echo_bytes < 1) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--echo_bytes=", echo_bytes, ": at least 1 byte")));
+    }
+    w.echo = true;
+    w.verify_every = 0;  // nothing to select: each Echo is checked byte for byte instead
+    w.echo_payload.resize(static_cast<size_t>(echo_bytes));
+    for (size_t i = 0; i < w.echo_payload.size(); ++i) {
+      w.echo_payload[i] = static_cast<char>('a' + i % 26);
+    }
   }
   std::vector<std::unique_ptr<topk::client::SelectPipeline>> pipelines(callers);
   if (call == "pipeline") {
@@ -337,7 +371,9 @@ int main(int argc, char** argv) {
       {"connections", absl::StrCat(connections)},
       {"transport", absl::GetFlag(FLAGS_transport)},
       {"dtype", absl::GetFlag(FLAGS_dtype)},
-      {"call", w.stream ? "SelectStream" : (w.pipelines != nullptr ? "SelectPipeline" : "Select")},
+      {"call", w.echo     ? "Echo"
+               : w.stream ? "SelectStream"
+                          : (w.pipelines != nullptr ? "SelectPipeline" : "Select")},
       {"arrivals", open_loop ? absl::GetFlag(FLAGS_arrivals) : "closed loop"},
       {"workload", absl::GetFlag(FLAGS_workload)},
       {"rows_source", source},

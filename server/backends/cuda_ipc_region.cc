@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <utility>
 
@@ -236,15 +237,70 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handl
       std::make_unique<CudaIpcEventRegion>(cuda::Event(event), *ordinal));
 }
 
+namespace {
+
+// How one transport thread reads a client's device memory (a request's row
+// offsets, before it is queued): on a non-blocking stream of its own per GPU
+// into a pinned bounce buffer. A plain cudaMemcpy would put every transport
+// thread's read on the GPU's one legacy default stream, executed in issue
+// order, and through the driver's staging copy for a pageable destination:
+// concurrent requests would wait for each other's reads (and for anything
+// else on that stream) before they reach the queue.
+class DeviceReader {
+ public:
+  absl::Status Read(int ordinal, const std::byte* source, size_t bytes, void* dest) {
+    absl::StatusOr<Lane*> lane = LaneFor(ordinal);
+    if (!lane.ok()) return lane.status();
+    auto* out = static_cast<std::byte*>(dest);
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(bytes - done, kBounceBytes);
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync((*lane)->bounce.get(), source + done, n,
+                                                cudaMemcpyDeviceToHost, (*lane)->stream.get()));
+      TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize((*lane)->stream.get()));
+      std::memcpy(out + done, (*lane)->bounce.get(), n);
+      done += n;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Row offsets of 8K rows per copy; longer reads take several.
+  static constexpr size_t kBounceBytes = size_t{64} << 10;
+  struct Lane {
+    int ordinal = -1;
+    cuda::Stream stream;
+    cuda::PinnedBuffer<std::byte> bounce;
+  };
+
+  // The calling thread's current device is `ordinal` here.
+  absl::StatusOr<Lane*> LaneFor(int ordinal) {
+    for (Lane& lane : lanes_) {
+      if (lane.ordinal == ordinal) return &lane;
+    }
+    absl::StatusOr<cuda::Stream> stream = cuda::CreateStream();
+    if (!stream.ok()) return stream.status();
+    absl::StatusOr<cuda::PinnedBuffer<std::byte>> bounce =
+        cuda::AllocatePinned<std::byte>(kBounceBytes);
+    if (!bounce.ok()) return bounce.status();
+    lanes_.push_back(
+        Lane{.ordinal = ordinal, .stream = *std::move(stream), .bounce = *std::move(bounce)});
+    return &lanes_.back();
+  }
+
+  std::deque<Lane> lanes_;  // stable addresses; one per GPU this thread read from
+};
+
+}  // namespace
+
 absl::Status CopyFromGpuRegion(const Region& region, uint64_t offset, size_t bytes, void* dest) {
   if (region.kind() != RegionKind::kCudaIpc) {
     return absl::InvalidArgumentError("an event region holds no bytes");
   }
+  if (bytes == 0) return absl::OkStatus();
   const ScopedDevice restore;
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(region.device_ordinal()));
-  TOPK_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(dest, region.data() + offset, bytes, cudaMemcpyDeviceToHost));
-  return absl::OkStatus();
+  thread_local DeviceReader reader;
+  return reader.Read(region.device_ordinal(), region.data() + offset, bytes, dest);
 }
 
 #endif  // TOPK_HAVE_CUDA

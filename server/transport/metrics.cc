@@ -217,6 +217,7 @@ Metrics::Metrics(const Engine& engine, const std::string& version)
                       .Name("topk_latency_seconds")
                       .Help("Per-request latency by stage: queue, device, total (excludes wire)")
                       .Register(*registry_);
+  prepare_latency_ = &latency.Add({{"stage", "prepare"}}, LatencyBuckets());
   queue_latency_ = &latency.Add({{"stage", "queue"}}, LatencyBuckets());
   device_latency_ = &latency.Add({{"stage", "device"}}, LatencyBuckets());
   total_latency_ = &latency.Add({{"stage", "total"}}, LatencyBuckets());
@@ -237,10 +238,11 @@ void Metrics::OnRequest() { requests_->Increment(); }
 
 void Metrics::OnBytesIn(int64_t bytes) { bytes_in_->Increment(static_cast<double>(bytes)); }
 
-void Metrics::OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
-                        int64_t total_us) {
+void Metrics::OnSuccess(int64_t rows, int64_t bytes_out, int64_t prepare_us, int64_t queue_us,
+                        int64_t device_us, int64_t total_us) {
   rows_->Increment(static_cast<double>(rows));
   bytes_out_->Increment(static_cast<double>(bytes_out));
+  prepare_latency_->Observe(prepare_us * 1e-6);
   queue_latency_->Observe(queue_us * 1e-6);
   device_latency_->Observe(device_us * 1e-6);
   total_latency_->Observe(total_us * 1e-6);
@@ -265,6 +267,7 @@ void Metrics::FillStats(v1::Stats& stats) const {
     const auto n = static_cast<uint64_t>(errors_[c]->Value());
     if (n > 0) (*stats.mutable_errors())[StatusCodeName(static_cast<absl::StatusCode>(c))] = n;
   }
+  FillHistogram(*prepare_latency_, *stats.mutable_prepare_latency());
   FillHistogram(*queue_latency_, *stats.mutable_queue_latency());
   FillHistogram(*device_latency_, *stats.mutable_device_latency());
   FillHistogram(*total_latency_, *stats.mutable_total_latency());

@@ -42,8 +42,8 @@ class Metrics {
   void OnRequest();
   // Score bytes received.
   void OnBytesIn(int64_t bytes);
-  void OnSuccess(int64_t rows, int64_t bytes_out, int64_t queue_us, int64_t device_us,
-                 int64_t total_us);
+  void OnSuccess(int64_t rows, int64_t bytes_out, int64_t prepare_us, int64_t queue_us,
+                 int64_t device_us, int64_t total_us);
   void OnError(absl::StatusCode code);
   // A region RPC (OpenSession, RegisterRegion, UnregisterRegion,
   // ListRegions) refused, e.g. a body that is not its message.
@@ -67,6 +67,7 @@ class Metrics {
   prometheus::Counter* bytes_out_;
   std::array<prometheus::Counter*, kCodes> errors_{};
   std::array<prometheus::Counter*, kCodes> region_rpc_errors_{};
+  prometheus::Histogram* prepare_latency_;
   prometheus::Histogram* queue_latency_;
   prometheus::Histogram* device_latency_;
   prometheus::Histogram* total_latency_;

@@ -20,8 +20,8 @@ void Record(const SelectContext& select, const Outcome& outcome) {
     select.metrics->OnError(outcome.code);
     return;
   }
-  select.metrics->OnSuccess(outcome.rows, outcome.bytes_out, outcome.timings.queue_us,
-                            outcome.timings.device_us, outcome.total_us);
+  select.metrics->OnSuccess(outcome.rows, outcome.bytes_out, outcome.prepare_us,
+                            outcome.timings.queue_us, outcome.timings.device_us, outcome.total_us);
 }
 
 grpc::Status Fail(const SelectContext& select, const absl::Status& status,
@@ -37,13 +37,14 @@ grpc::Status Fail(const SelectContext& select, const absl::Status& status,
 
 grpc::Status FinishSelect(const SelectContext& select, const absl::Status& status,
                           const SelectOutput& output, const SelectInput& input, int64_t start_us,
-                          const std::string& request_id, v1::SelectResponse& response,
-                          Outcome& outcome) {
+                          int64_t submitted_us, const std::string& request_id,
+                          v1::SelectResponse& response, Outcome& outcome) {
   if (!status.ok()) return Fail(select, status, request_id, outcome);
   const int64_t rows = RowCount(input);
   const int64_t bytes_out =
       EncodeResponse(output, input.k, rows, SteadyNowUs() - start_us, response);
   response.set_request_id(request_id);
+  response.mutable_timings()->set_prepare_us(submitted_us - start_us);
   if (input.return_values) response.set_values_dtype(ScoreTypeToWire(input.dtype));
   const auto size = static_cast<int64_t>(response.ByteSizeLong());
   if (select.max_send_message_bytes > 0 && size > select.max_send_message_bytes) {
@@ -61,7 +62,8 @@ grpc::Status FinishSelect(const SelectContext& select, const absl::Status& statu
   outcome = Outcome{.rows = rows,
                     .bytes_out = bytes_out,
                     .timings = output.timings,
-                    .total_us = response.timings().total_us()};
+                    .total_us = response.timings().total_us(),
+                    .prepare_us = response.timings().prepare_us()};
   spdlog::debug("select{} ok: {} rows, k = {}, {} us (queue {}, device {})",
                 request_id.empty() ? "" : " " + request_id, rows, input.k, outcome.total_us,
                 output.timings.queue_us, output.timings.device_us);

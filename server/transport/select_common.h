@@ -24,6 +24,7 @@ struct Outcome {
   int64_t bytes_out = 0;
   SelectTimings timings;
   int64_t total_us = 0;
+  int64_t prepare_us = 0;
 };
 
 // Counts `outcome` in the metrics (a success with its timings, or an error
@@ -40,8 +41,8 @@ grpc::Status Fail(const SelectContext& select, const absl::Status& status,
 // refuse an answer gRPC could not send, and produce the request's status.
 grpc::Status FinishSelect(const SelectContext& select, const absl::Status& status,
                           const SelectOutput& output, const SelectInput& input, int64_t start_us,
-                          const std::string& request_id, v1::SelectResponse& response,
-                          Outcome& outcome);
+                          int64_t submitted_us, const std::string& request_id,
+                          v1::SelectResponse& response, Outcome& outcome);
 
 // One decoded Select request and everything its SelectInput points into
 // (the request's own buffer, for inline rows, is the caller's and must

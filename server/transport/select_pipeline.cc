@@ -34,7 +34,7 @@ class PipelinedRequest final : public SelectJob {
     v1::SelectReply reply;
     const grpc::Status result = FinishSelect(
         select_, status.ok() ? CheckNoFaults(prepared_.regions) : status, output, prepared_.input,
-        start_us_, prepared_.raw.request_id, *reply.mutable_response(), outcome_);
+        start_us_, submitted_us_, prepared_.raw.request_id, *reply.mutable_response(), outcome_);
     Answer(result, reply);
   }
 
@@ -53,6 +53,7 @@ class PipelinedRequest final : public SelectJob {
   PreparedSelect prepared_;
   Outcome outcome_;
   int64_t start_us_ = 0;
+  int64_t submitted_us_ = 0;
 };
 
 // The stream. Reads one request at a time (up to max_pipelined in flight),
@@ -253,6 +254,7 @@ void PipelinedRequest::Start(SessionCache& sessions) {
     FailNow(prepared);
     return;
   }
+  submitted_us_ = SteadyNowUs();
   select_.engine->Submit(this);  // `this` may be gone once Submit returns
 }
 

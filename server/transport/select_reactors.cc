@@ -57,6 +57,7 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
       FailNow(prepared);
       return;
     }
+    submitted_us_ = SteadyNowUs();
     select_.engine->Submit(this);  // `this` may be gone once Submit returns
   }
 
@@ -64,9 +65,9 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   bool IsCancelled() const override { return context_->IsCancelled(); }
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
-    grpc::Status result =
-        FinishSelect(select_, status.ok() ? CheckNoFaults(prepared_.regions) : status, output,
-                     prepared_.input, start_us_, prepared_.raw.request_id, message_, outcome_);
+    grpc::Status result = FinishSelect(
+        select_, status.ok() ? CheckNoFaults(prepared_.regions) : status, output, prepared_.input,
+        start_us_, submitted_us_, prepared_.raw.request_id, message_, outcome_);
     if (result.ok()) result = ToGrpcStatus(SerializeMessage(message_, *response_));
     Record(select_, outcome_);  // before the client can see the answer
     Finish(result);
@@ -95,6 +96,7 @@ class UnarySelect final : public grpc::ServerUnaryReactor, public SelectJob {
   v1::SelectResponse message_;
   Outcome outcome_;
   int64_t start_us_ = 0;
+  int64_t submitted_us_ = 0;
 };
 
 // One SelectStream. Chunks arrive as raw bytes and are parsed here. The call
@@ -146,8 +148,8 @@ class StreamSelect final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   bool IsCancelled() const override { return context_->IsCancelled(); }
 
   void Complete(const absl::Status& status, const SelectOutput& output) override {
-    grpc::Status result =
-        FinishSelect(select_, status, output, input_, start_us_, request_id_, message_, outcome_);
+    grpc::Status result = FinishSelect(select_, status, output, input_, start_us_, start_us_,
+                                       request_id_, message_, outcome_);
     if (result.ok()) result = ToGrpcStatus(SerializeMessage(message_, *response_));
     Finish(result);
   }

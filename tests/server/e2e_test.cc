@@ -52,7 +52,10 @@ TEST(ServerE2e, SelectIsExactAcrossDistributionsAndOptions) {
         tools::Verify(rows, c.k, {.sorted = c.sorted, .deterministic = c.deterministic}, *result)
             .ok())
         << testing::DistributionName(c.distribution);
-    EXPECT_GE(result->server.total_us, result->server.device_us);
+    // The stages are disjoint parts of the server's total.
+    EXPECT_GE(result->server.prepare_us, 0);
+    EXPECT_LE(result->server.prepare_us + result->server.queue_us + result->server.device_us,
+              result->server.total_us);
   }
 }
 
@@ -190,6 +193,7 @@ TEST(ServerE2e, StatsCountRequestsErrorsAndLatencies) {
   EXPECT_EQ(stats->bytes_out(), 5u * 3 * 16 * 4);
   EXPECT_EQ(stats->errors().at("INVALID_ARGUMENT"), 1u);
   EXPECT_EQ(stats->total_latency().count(), 5u);
+  EXPECT_EQ(stats->prepare_latency().count(), 5u);
   EXPECT_EQ(stats->total_latency().cumulative_counts_size(),
             stats->total_latency().upper_bounds_us_size() + 1);
   EXPECT_EQ(stats->queue_depth(), 0);

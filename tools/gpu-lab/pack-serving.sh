@@ -26,7 +26,10 @@ for t in "${present[@]}"; do
   path=$(find "$build" -type f -name "$t" -perm -u+x -not -path '*/CMakeFiles/*' | head -1)
   if [ -n "$path" ]; then bins+=("$path"); else echo "note: $t was not built" >&2; fi
 done
-bash deploy/make-relocatable.sh "$dest" "${bins[@]}"
+# TOPK_EXTRA_BINS: more executables to pack as they are named (for example
+# another build's topk-server renamed topk-server-main, to run beside these).
+read -r -a extra <<<"${TOPK_EXTRA_BINS:-}"
+bash deploy/make-relocatable.sh "$dest" "${bins[@]}" "${extra[@]}"
 strip "$dest"/bin/* 2>/dev/null || true
 mkdir -p "$dest/python" "$dest/python-tests" "$dest/proto"
 cp -r "$build/python/topk_client" "$dest/python/"

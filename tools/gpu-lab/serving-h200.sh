@@ -17,12 +17,19 @@
 #             and one malloc arena against glibc's default
 #   dtype:    FP32 vs BF16 vs FP16 inline, 8 clients
 #   twogpu:   the decode load on one GPU vs both (when two are visible)
+#   msgpath:  the message path's ceiling (issue 12): the IPC decode load with
+#             the binaries of main (bin/*-main, when packed) against these
+#             (row offsets in the region, and as one pitch),
+#             absl's Mutex deadlock detection on/off per process, the Echo
+#             ceiling, one GPU vs two, workers x coalescing, then the suites,
+#             all inside MSGPATH_BUDGET_S seconds (default 190)
 # Every loadgen step verifies answers; one CSV (serving_h200.csv, a `run`
 # column naming the configuration) and summary.txt go to OUT_DIR.
 # Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
 set -uo pipefail
 root=$(cd "$1" && pwd) out=$2
 steps=${3:-suites,latency,decode,diag,inline,dtype,twogpu}
+server_bin=topk-server loadgen_bin=topk-loadgen  # msgpath swaps in the -main builds
 mkdir -p "$out"
 bin=$root/bin raw=$out/raw
 mkdir -p "$raw"
@@ -35,7 +42,7 @@ gpus=$(nvidia-smi -L | wc -l)
 server=
 start_server() {  # flags...
   rm -f "$sock"
-  "$bin/topk-server" --backend=cuda --enable_regions --enable_echo --listen="unix:$sock" \
+  "$bin/$server_bin" --backend=cuda --enable_regions --enable_echo --listen="unix:$sock" \
     --metrics_listen= --max_k=2048 "$@" >>"$raw/server.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -46,7 +53,7 @@ trap stop_server EXIT
 lg() {
   local run=$1
   shift
-  timeout 90 "$bin/topk-loadgen" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
+  timeout 90 "$bin/$loadgen_bin" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
     --duration_s=2 --warmup_s=0.5 --verify_every=20 --progress=false --csv="$raw/$run.csv" \
     "$@" >"$raw/$run.txt" 2>&1
   echo "$run rc=$?" >>"$out/summary.txt"
@@ -220,6 +227,133 @@ if has twogpu && [ "$gpus" -ge 2 ]; then
     tail -n +2 "$raw/twogpu-$label-b.csv" | sed "s/^/twogpu-$label-b,/" >>"$csv"
     stop_server
   done
+fi
+
+if has msgpath; then
+  budget=${MSGPATH_BUDGET_S:-190}
+  began=$SECONDS
+  left() { echo $((budget - (SECONDS - began))); }
+  # The IPC decode load (4 x 256K per request, K = 2048), every 50th answer read
+  # back and verified. Each run's line in summary.txt adds the host's busy share
+  # and the server's CPU seconds over the run.
+  decode=(--transport=ipc --call=pipeline --workload=decode --rows_per_request=4 --width=262144
+    --verify_every=50)
+  mp() {  # RUN loadgen-flags...
+    local run=$1
+    shift
+    [ "$(left)" -gt 8 ] || { echo "$run skipped (budget)" | tee -a "$out/summary.txt"; return; }
+    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+    local busy0=$((u + n + sy + irq + sirq))
+    local total0 srv0
+    total0=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+    srv0=$(awk '{print $14 + $15}' /proc/$server/stat)
+    # The server's threads running (R) in samples over the measured window.
+    (sleep 1; for _ in 1 2 3 4; do cat /proc/$server/task/*/stat 2>/dev/null |
+      awk '$3 == "R" {r++} END {printf "%d ", r}'; sleep 0.4; done) >"$raw/$run.threads" &
+    local sampler=$!
+    lg "$run" "$@"
+    wait $sampler
+    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+    local busy1=$((u + n + sy + irq + sirq))
+    local total1 srv1
+    total1=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+    srv1=$(awk '{print $14 + $15}' /proc/$server/stat 2>/dev/null || echo "$srv0")
+    echo "$run: host busy $((100 * (busy1 - busy0) / (total1 - total0)))% of $(nproc) cores," \
+      "server cpu $((srv1 - srv0))/100 s, threads R $(cat "$raw/$run.threads" 2>/dev/null)" \
+      "of $(ls /proc/$server/task 2>/dev/null | wc -l); $(grep -E '^concurrency' "$raw/$run.txt" |
+        awk '{printf "c=%s %s req/s p50 %s ms; ", $2, $3, $6}')" | tee -a "$out/summary.txt"
+  }
+  log "msgpath: main's binaries against these, IPC decode load, 16/32/64 clients"
+  if [ -x "$bin/topk-server-main" ] && [ -x "$bin/topk-loadgen-main" ]; then
+    server_bin=topk-server-main loadgen_bin=topk-loadgen-main
+    start_server
+    mp "mp-main-decode" "${decode[@]}" --concurrency=16,32,64
+    stop_server
+    server_bin=topk-server loadgen_bin=topk-loadgen
+  fi
+  start_server
+  mp "mp-new-decode" "${decode[@]}" --concurrency=16,32,64
+  # Row starts as one pitch in the request: nothing read from device memory
+  # before the queue.
+  mp "mp-new-decode-pitch" "${decode[@]}" --concurrency=16,32,64 --row_layout=pitch
+  stop_server
+  log "msgpath: deadlock detection on in one process only (64 clients)"
+  start_server --mutex_deadlock_detection=true
+  mp "mp-detect-server-only" "${decode[@]}" --concurrency=64
+  mp "mp-detect-both" "${decode[@]}" --concurrency=64 --mutex_deadlock_detection=true
+  stop_server
+  start_server
+  mp "mp-detect-loadgen-only" "${decode[@]}" --concurrency=64 --mutex_deadlock_detection=true
+  log "msgpath: Echo ceiling (unary, 256 B), detection off vs on"
+  mp "mp-echo" --call=echo --rows=1 --width=1024 --concurrency=16,64
+  stop_server
+  start_server --mutex_deadlock_detection=true
+  mp "mp-echo-detect" --call=echo --rows=1 --width=1024 --concurrency=16,64 --mutex_deadlock_detection=true
+  stop_server
+  # Two load generators on one GPU also say whether one loadgen process was
+  # the limit; with two GPUs, one exporting process per GPU.
+  log "msgpath: two loadgens x 32 clients on one GPU, and on two when there are two"
+  devices_list=0
+  [ "$gpus" -ge 2 ] && devices_list="0 0,1"
+  if true; then
+    for devices in $devices_list; do
+      [ "$(left)" -gt 12 ] || break
+      label=${devices/,/+}
+      start_server --cuda_devices=$devices
+      second=1
+      [ "$devices" = 0 ] && second=0
+      timeout 60 "$bin/topk-loadgen" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
+        --duration_s=3 --warmup_s=0.5 --progress=false "${decode[@]}" --concurrency=32 \
+        --ipc_device=$second --csv="$raw/mp-gpus-$label-b.csv" >"$raw/mp-gpus-$label-b.txt" 2>&1 &
+      other=$!
+      mp "mp-gpus-$label-a" "${decode[@]}" --concurrency=32 --ipc_device=0 --duration_s=3
+      wait $other
+      tail -n +2 "$raw/mp-gpus-$label-b.csv" | sed "s/^/mp-gpus-$label-b,/" >>"$csv"
+      echo "mp-gpus-$label-b: $(grep -E '^concurrency' "$raw/mp-gpus-$label-b.txt" |
+        awk '{printf "%s req/s p50 %s ms", $3, $6}')" | tee -a "$out/summary.txt"
+      stop_server
+    done
+  fi
+  log "msgpath: workers per GPU x coalescing (one GPU, 64 clients)"
+  for workers in 1 2 4; do
+    for delay in 0 100; do
+      [ "$(left)" -gt 10 ] || break
+      start_server --cuda_devices=0 --workers=$workers --max_queue_delay_us=$delay
+      mp "mp-workers$workers-delay$delay" "${decode[@]}" --concurrency=64
+      stop_server
+    done
+  done
+  if [ "$(left)" -gt 40 ]; then
+    log "msgpath: glibc's default malloc arenas against one (64 clients)"
+    start_server --malloc_arenas=0
+    mp "mp-arenas0" "${decode[@]}" --concurrency=64
+    stop_server
+  fi
+  if [ "$(left)" -gt 40 ]; then
+    log "msgpath: the server on gRPC's poll() engine instead of epoll1 (64 clients)"
+    GRPC_POLL_STRATEGY=poll start_server
+    mp "mp-pollserver" "${decode[@]}" --concurrency=64
+    stop_server
+  fi
+  log "msgpath: suites on the CUDA backend (within the budget)"
+  for t in coalescing_test region_pipeline_test region_select_test region_fault_test \
+    region_sigbus_test half_precision_test; do
+    limit=$(($(left) - 5))
+    [ "$limit" -gt 5 ] || { echo "$t skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+    [ -x "$bin/$t" ] || { echo "$t: not packed" | tee -a "$out/summary.txt"; continue; }
+    TOPK_TEST_BACKEND=cuda REGION_SESSION_CHILD=$bin/region_session_child timeout "$limit" \
+      "$bin/$t" >"$raw/$t.log" 2>&1
+    echo "$t rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$raw/$t.log" | tr '\n' ' ')" |
+      tee -a "$out/summary.txt"
+  done
+  limit=$(($(left) - 3))
+  if [ "$limit" -gt 10 ]; then
+    TOPK_SERVER_BINARY=$bin/topk-server timeout "$limit" "$bin/region_cuda_test" \
+      >"$raw/region_cuda_test.log" 2>&1
+    echo "region_cuda_test rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$raw/region_cuda_test.log" |
+      tr '\n' ' ')" | tee -a "$out/summary.txt"
+  fi
+  echo "msgpath: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
 fi
 
 log "results"

@@ -63,6 +63,8 @@ struct ServerTimings {
   // Requests the server served in the same launch as this one (1: not
   // coalesced; 0: a server that does not report it).
   int32_t batch_requests = 0;
+  // Of total_us, before the queue: decoding, validation, region binding.
+  int64_t prepare_us = 0;
 };
 
 struct SelectResult {
