@@ -108,14 +108,24 @@ ScoreMatrix DefaultViewAdversary(int64_t rows, int64_t width, uint64_t seed) {
 }
 
 // The default view on DefaultViewAdversary rows: band rescue and exact
-// recovery both run on the persistent route (the variant under test) and
-// through the KV-split route's underfill fallback, all exact, deterministic
-// mode bit-identical. The route statistics prove each path ran.
+// recovery both run on the persistent route (the variant under test), through
+// the KV-split route's underfill fallback and on the cluster route (which
+// samples the same positions), all exact, deterministic mode bit-identical.
+// The route statistics prove each path ran.
 TEST_P(RecoveryPathTest, DefaultViewAdversaryRescuesAndRecovers) {
   const ScoreMatrix m = Typed(DefaultViewAdversary(8, 200000, 77));
-  for (bool split : {true, false}) {
+  struct Case {
+    const char* name;
+    Route route;
+    bool kv_split;
+    int cluster_route;  // -1 off, 1 forced
+  };
+  for (const Case& route_case : {Case{"kv-split", Route::kKvSplitSampled, true, -1},
+                                 Case{"persistent", Route::kPersistentSampled, false, -1},
+                                 Case{"cluster", Route::kClusterSampled, false, 1}}) {
     CudaSelectorConfig c;  // the default view: sample_run 8, stride 64
-    c.enable_kv_split = split;
+    c.enable_kv_split = route_case.kv_split;
+    c.cluster_route = route_case.cluster_route;
     ASSERT_EQ(c.sample_run, 8);
     auto sel = Make(c);
     ASSERT_NE(sel, nullptr);
@@ -123,11 +133,11 @@ TEST_P(RecoveryPathTest, DefaultViewAdversaryRescuesAndRecovers) {
       SelectOptions o;
       o.deterministic = deterministic;
       const std::string what =
-          std::string(split ? "kv-split" : "persistent") + (deterministic ? " deterministic" : "");
+          std::string(route_case.name) + (deterministic ? " deterministic" : "");
       Plan plan;
       Check(*sel, m, 2048, o, "default-view adversary " + what, &plan);
       if (HasFatalFailure()) return;
-      EXPECT_EQ(plan.route, split ? Route::kKvSplitSampled : Route::kPersistentSampled) << what;
+      EXPECT_EQ(plan.route, route_case.route) << what;
       std::printf("%s: sampled %lld certified %lld band %lld exact %lld\n", what.c_str(),
                   static_cast<long long>(last_stats_.sampled),
                   static_cast<long long>(last_stats_.certified),
