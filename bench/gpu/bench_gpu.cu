@@ -23,7 +23,7 @@
 // variant or short-row setting on the same data right after the first ("alt"
 // columns). The "exact" column is the row-local exact route
 // (sampling off) on the same data. Causal rows: L_r = N - M + 1 + r while M <= N / 2; taller
-// matrices repeat the last N / 2 lengths (CausalLength).
+// matrices repeat the last N / 2 lengths (bench_data.h).
 // Times are the median and the p99 (nearest rank) of the repetitions, CUDA
 // events around one graph replay (bench_timing.h); the CSV has both.
 #include <cuda_runtime.h>
@@ -40,12 +40,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench_data.h"
 #include "bench_timing.h"
 #include "device_verifier.h"
 #include "kernel_args.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda_selector.h"
-#include "topk/keys.h"
 
 // The selector options default to CudaSelectorConfig's own defaults.
 ABSL_FLAG(std::string, csv, "bench_gpu.csv", "where to write the per-shape CSV");
@@ -90,14 +90,6 @@ ABSL_FLAG(int32_t, replay_loop, 0,
 
 namespace {
 
-// Row r's length in an M x N benchmark matrix: causal (N - M + 1 + r) for
-// M <= N / 2; taller matrices cycle through the last N / 2 causal lengths, so
-// every row stays in (N / 2, N].
-__host__ __device__ inline int64_t CausalLength(int64_t r, int64_t rows, int64_t width) {
-  const int64_t span = rows < width / 2 ? rows : (width / 2 > 0 ? width / 2 : 1);
-  return width - (rows - 1 - r) % span;
-}
-
 // The selector configuration for a --short_rows value.
 void ApplyShortRows(int64_t setting, topk::CudaSelectorConfig* cfg) {
   if (setting == 0) cfg->enable_short_rows = false;
@@ -111,85 +103,6 @@ T Must(absl::StatusOr<T> v) {
     std::exit(1);
   }
   return std::move(*v);
-}
-
-__device__ __forceinline__ uint32_t Hash(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return static_cast<uint32_t>(x);
-}
-__device__ __forceinline__ float U01(uint64_t x) {
-  return (Hash(x) >> 8) * (1.0f / 16777216.0f) + 1e-7f;
-}
-
-// Indexer-like scores, sum_j w_j relu(q_j . k_i) with h = 4 heads: q_j . k_i is
-// drawn as N(mu, 1) where mu carries an attention sink (first positions),
-// recency (last positions) and topical segments (5% of 256-token blocks).
-// Padding beyond L is -inf (the dense baselines' mask).
-__global__ void GenerateIndexer(float* out, int64_t rows, int64_t width, uint64_t seed) {
-  const int64_t total = rows * width;
-  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
-       t += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t r = t / width, i = t % width;
-    const int64_t L = CausalLength(r, rows, width);
-    if (i >= L) {
-      out[t] = -INFINITY;
-      continue;
-    }
-    const uint64_t base = (seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(r) << 32);
-    float mu = 0.f;
-    if (i < 4) mu += 3.0f;
-    const float age = static_cast<float>(L - i);
-    mu += 1.5f * __expf(-age / 64.f);
-    if (U01(base ^ (0xABCDull + (i >> 8) * 7919ull)) < 0.05f) mu += 1.0f;
-    float s = 0.f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float u1 = U01(base + i * 8 + j * 2), u2 = U01(base + i * 8 + j * 2 + 1);
-      const float z = sqrtf(-2.f * __logf(u1)) * __cosf(6.2831853f * u2);
-      const float w = 0.25f + 0.5f * U01(base ^ (0x5151ull + j));
-      s += w * fmaxf(mu + z, 0.f);
-    }
-    out[t] = s;
-  }
-}
-
-// The FP32 scores rounded to the 16-bit type, nearest even (-inf stays -inf).
-__global__ void NarrowScores(const float* in, uint16_t* out, int64_t n, int fp16) {
-  for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < n;
-       t += int64_t{gridDim.x} * blockDim.x) {
-    out[t] = fp16 ? topk::HalfBitsRoundNearest(in[t]) : topk::Bf16BitsRoundNearest(in[t]);
-  }
-}
-
-// Scan-only control: the persistent selector's row schedule (row per CTA,
-// grid-stride over rows) with only the 16-byte row read (elements of
-// elem_bytes; pitch in elements, a multiple of 16 bytes).
-__global__ void __launch_bounds__(512)
-    ScanRows(const uint8_t* scores, int64_t pitch, int elem_bytes, int64_t rows, float* sink) {
-  uint32_t acc = 0;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const uint4* row = reinterpret_cast<const uint4*>(scores + r * pitch * elem_bytes);
-    const int64_t n16 = CausalLength(r, rows, pitch) * elem_bytes / 16;
-    for (int64_t i = threadIdx.x; i < n16; i += 512 * 4) {
-      uint4 v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        v[u] = i + u * 512 < n16 ? __ldcg(row + i + u * 512) : make_uint4(0u, 0u, 0u, 0u);
-      }
-#pragma unroll
-      for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-  }
-  if (acc == 0x12345u) sink[0] = 1.f;
-}
-
-__global__ void FillLengths(int32_t* l, int64_t rows, int64_t width) {
-  const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (r < rows) l[r] = static_cast<int32_t>(CausalLength(r, rows, width));
 }
 
 struct Row {
@@ -319,7 +232,7 @@ int main(int argc, char** argv) {
   auto sink = Must(topk::cuda::AllocateDevice<float>(1));
   for (auto [m, n] : shapes) {
     double bytes = 0;
-    for (int64_t r = 0; r < m; ++r) bytes += double{elem} * CausalLength(r, m, n);
+    for (int64_t r = 0; r < m; ++r) bytes += double{elem} * topk::bench::CausalLength(r, m, n);
     const int64_t mat = m * n;
     const int64_t mat_bytes = mat * elem;
     // Enough copies that the rotation cannot be served from the 60 MiB L2.
@@ -333,19 +246,19 @@ int main(int argc, char** argv) {
       for (int c = 0; c < copies; ++c) {
         float* target =
             elem == 4 ? reinterpret_cast<float*>(data.get() + c * mat_bytes) : wide.get();
-        GenerateIndexer<<<8192, 256, 0, st>>>(target, m, n, 1000 + c);
+        topk::bench::GenerateIndexer(target, m, n, 1000 + c, st);
         CHECK_CUDA(cudaGetLastError());
         if (elem != 4) {
-          NarrowScores<<<8192, 256, 0, st>>>(
-              wide.get(), reinterpret_cast<uint16_t*>(data.get() + c * mat_bytes), mat,
-              dtype == topk::ScoreType::kFloat16 ? 1 : 0);
+          topk::bench::NarrowScores(wide.get(),
+                                    reinterpret_cast<uint16_t*>(data.get() + c * mat_bytes), mat,
+                                    dtype == topk::ScoreType::kFloat16, st);
           CHECK_CUDA(cudaGetLastError());
         }
       }
       CHECK_CUDA(cudaStreamSynchronize(st));
     }
     auto lengths = Must(topk::cuda::AllocateDevice<int32_t>(m));
-    FillLengths<<<(m + 255) / 256, 256, 0, st>>>(lengths.get(), m, n);
+    topk::bench::FillCausalLengths(lengths.get(), m, n, st);
     CHECK_CUDA(cudaGetLastError());
     auto out = Must(topk::cuda::AllocateDevice<int32_t>(m * k));
     CHECK_CUDA(cudaStreamSynchronize(st));
@@ -469,7 +382,7 @@ int main(int argc, char** argv) {
       row.scan =
           topk::bench::TimeRepeated(st, ev0.get(), ev1.get(), 2, reps, [&](int it) {
             const int c = it % copies;
-            ScanRows<<<grid, 512, 0, st>>>(data.get() + c * mat_bytes, n, elem, m, sink.get());
+            topk::bench::ScanRows(data.get() + c * mat_bytes, n, elem, m, sink.get(), grid, st);
             CHECK_CUDA(cudaGetLastError());
           }).median;
     }
