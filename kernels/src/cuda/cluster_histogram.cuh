@@ -13,6 +13,7 @@
 #include "cluster_state.cuh"
 
 namespace topk::cuda {
+#if TOPK_HAS_CLUSTERS
 
 // Between two cluster barriers: the caller's cluster.sync() before (every
 // view_hist complete) and after (every total_hist complete). kB threads.
@@ -59,4 +60,5 @@ __device__ __forceinline__ ClusterTotals ReadClusterTotals(ClusterCounts* mine) 
   return t;
 }
 
+#endif  // TOPK_HAS_CLUSTERS
 }  // namespace topk::cuda

@@ -40,6 +40,7 @@ template <typename Row, int kPerSm>
 __global__ void __launch_bounds__(kThreads, kPerSm)
     ClusterSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                         const KernelParams p) {
+#if TOPK_HAS_CLUSTERS
   constexpr int kB = kThreads;
   constexpr int kU = kAdmitUnroll;
   using Lay = ClusterLayout<kPerSm>;
@@ -215,6 +216,9 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
   }
   // No rank's shared memory is read after this barrier.
   cluster.sync();
+#else
+  __trap();  // below sm_90: never launched (no clusters; see TOPK_HAS_CLUSTERS)
+#endif
 }
 
 template <int kPerSm>

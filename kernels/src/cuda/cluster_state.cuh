@@ -16,6 +16,16 @@
 #include "frontier.cuh"
 #include "kernel_args.h"
 
+// Thread-block clusters and distributed shared memory exist from sm_90 on. The
+// library also compiles for sm_80, where the cluster kernel is an empty trap
+// that never launches: ClusterOccupancy reports no clusters there, so the
+// planner never picks the route.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+#define TOPK_HAS_CLUSTERS 1
+#else
+#define TOPK_HAS_CLUSTERS 0
+#endif
+
 namespace topk::cuda {
 
 // What one rank publishes after its classification pass (read by every rank
