@@ -97,8 +97,13 @@ if has sanitizer; then
     done
     for t in ${race_types//,/ }; do
       (echo "== racecheck $t"
+       # The default-view adversary (8 rows of 200K, three routes) takes
+       # 1-2 minutes per instance under racecheck: FP32 only, so that the
+       # three processes end inside the timeout. memcheck runs it on every type.
+       skip=""
+       [ "$t" != fp32 ] && skip="-*DefaultViewAdversary*"
        timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
-         --gtest_filter="$(typed_filter "$t")"
+         --gtest_filter="$(typed_filter "$t")$skip"
        echo "racecheck $t rc=$?") >"$OUT/san_racecheck_$t.log" 2>&1 &
     done
     wait
