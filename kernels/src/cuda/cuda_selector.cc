@@ -310,16 +310,15 @@ absl::StatusOr<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::Create(
     impl->stream = impl->owned_stream.get();
   }
   impl->params = MakeParams(plan, selector.config(), context.workspace);
-  impl->counters = impl->params.counters;
   // The kernels leave the counters zero after every launch; a garbage
-  // workspace gets them zeroed once, before any replay (on any stream).
+  // workspace gets them zeroed once, here, before any replay (on any
+  // stream), so the graph has no memset node for them.
+  impl->params.zero_counters = 0;
+  impl->counters = impl->params.counters;
   TOPK_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl->counters, 0, 2 * sizeof(uint32_t), impl->stream));
   TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl->stream));
-  cuda::KernelParams captured = impl->params;
-  captured.zero_counters = 0;
-  impl->params = captured;
   TOPK_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(impl->stream, cudaStreamCaptureModeThreadLocal));
-  const cudaError_t e = LaunchPlan(plan, cuda::DeviceArgs{}, nullptr, captured, impl->stream);
+  const cudaError_t e = LaunchPlan(plan, cuda::DeviceArgs{}, nullptr, impl->params, impl->stream);
   cudaGraph_t graph = nullptr;
   const cudaError_t end = cudaStreamEndCapture(impl->stream, &graph);
   impl->graph = cuda::Graph(graph);
