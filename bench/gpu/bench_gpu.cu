@@ -65,6 +65,11 @@ ABSL_FLAG(int32_t, ctas_per_sm, topk::CudaSelectorConfig{}.ctas_per_sm_target,
           "persistent kernel variant: 0 (planner's choice), 2 (512 threads) or 4 (256)");
 ABSL_FLAG(int32_t, alt_ctas_per_sm, -1,
           "A/B: also time a selector with this variant on the same data (-1: none)");
+ABSL_FLAG(
+    int32_t, admit_ring, topk::CudaSelectorConfig{}.admit_ring,
+    "certification pass through the shared-memory ring: 1 on, 0 off, -1 the variant's default");
+ABSL_FLAG(int32_t, alt_admit_ring, -2,
+          "time a second selector with this admit_ring (-2: none) on the same data");
 ABSL_FLAG(int32_t, k, 2048, "K, the rank selected per row");
 ABSL_FLAG(int64_t, short_rows, -1,
           "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
@@ -160,6 +165,7 @@ int main(int argc, char** argv) {
   cfg.l2_prefetch = absl::GetFlag(FLAGS_prefetch);
   cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
   cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
+  cfg.admit_ring = absl::GetFlag(FLAGS_admit_ring);
   ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
   cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
   cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
@@ -200,7 +206,8 @@ int main(int argc, char** argv) {
   // The A/B selector: the same options as the sampled one but the variant
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
-  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1) {
+  const int alt_ring = absl::GetFlag(FLAGS_alt_admit_ring);
+  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1) {
     topk::CudaSelectorConfig alt_cfg = cfg;
     if (alt_cluster >= -1) {
       alt_cfg.cluster_route = alt_cluster;
@@ -208,6 +215,7 @@ int main(int argc, char** argv) {
       alt_cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_alt_cluster_ctas_per_sm);
     }
     if (alt_ctas >= 0) alt_cfg.ctas_per_sm_target = alt_ctas;
+    if (alt_ring >= -1) alt_cfg.admit_ring = alt_ring;
     if (alt_short_rows >= -1) {
       alt_cfg.enable_short_rows = topk::CudaSelectorConfig{}.enable_short_rows;
       alt_cfg.short_row_max_width = 0;

@@ -298,6 +298,48 @@ TEST_P(CudaSelectorTest, ManyRowsPerCtaMixedLengths) {
   }
 }
 
+// The certification pass's shared-memory ring (certification.cuh,
+// AdmitRing): odd pitches put every row start off the 16-byte boundary (a
+// scalar head), random lengths leave a partial last stage and a scalar tail;
+// rows shorter than the ring's early stages, rows that wrap the ring many
+// times, and several rows per CTA (the early stages of a row land in buffers
+// the previous row refined into). Every mode against the reference.
+TEST_P(CudaSelectorTest, RingPassUnalignedRowsAndRaggedStages) {
+  CudaSelectorConfig c;
+  c.enable_short_rows = false;
+  c.enable_kv_split = false;
+  c.min_sampled_length = 1024;
+  c.admit_ring = 1;
+  auto sel = Make(c);
+  ASSERT_NE(sel, nullptr);
+  const CudaDeviceInfo& info = sel->device_info();
+  const int64_t grid = int64_t{info.sm_count} *
+                       (Ctas() == 4 ? info.small_block_ctas_per_sm : info.persistent_ctas_per_sm);
+  struct Case {
+    int64_t rows, width;
+    Layout layout;
+  };
+  for (const Case& cs :
+       {Case{2 * grid + 7, 6001, Layout::kPitched}, Case{40, 70001, Layout::kPacked}}) {
+    GeneratorSpec spec;
+    spec.distribution = Distribution::kIndexer;
+    spec.lengths = LengthPattern::kRandom;
+    spec.rows = cs.rows;
+    spec.width = cs.width;
+    spec.layout = cs.layout;
+    spec.seed = 11;
+    const ScoreMatrix m = Gen(spec);
+    for (int mode = 0; mode < 4; ++mode) {
+      SelectOptions o;
+      o.sorted = mode & 1;
+      o.deterministic = mode & 2;
+      Check(*sel, m, 300, o, "width " + std::to_string(cs.width) + " mode " + std::to_string(mode));
+      if (HasFatalFailure()) return;
+    }
+    EXPECT_GT(last_stats_.sampled, cs.rows / 2) << "most rows should take the ring pass";
+  }
+}
+
 TEST_P(CudaSelectorTest, CAbi) {
   const bool fp32 = Dtype() == ScoreType::kFloat32;
   topk_plan* plan = nullptr;
@@ -359,6 +401,27 @@ TEST_P(CudaSelectorTest, SanitizerSmall) {
     o.deterministic = true;
     o.sorted = true;
     Check(*sel, Gen(spec), 256, o, "sanitizer");
+  }
+}
+
+// SanitizerSmall with the certification pass through the shared-memory ring
+// (the sanitizer filter's small case for it: rows of up to 40000 wrap the
+// ring a few times and end in a partial stage).
+TEST_P(CudaSelectorTest, RingSanitizerSmall) {
+  CudaSelectorConfig c;
+  c.admit_ring = 1;
+  auto sel = Make(c);
+  ASSERT_NE(sel, nullptr);
+  for (Distribution d : {Distribution::kIndexer, Distribution::kConstant}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.rows = 3;
+    spec.width = 40000;
+    spec.lengths = LengthPattern::kRandom;
+    SelectOptions o;
+    o.deterministic = true;
+    o.sorted = true;
+    Check(*sel, Gen(spec), 256, o, "ring sanitizer");
   }
 }
 

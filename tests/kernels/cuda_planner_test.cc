@@ -124,6 +124,55 @@ TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
   EXPECT_EQ(MustPlan(2048, 4096, 8192, automatic_persistent).block, 512);  // exact route: default
 }
 
+// 16-bit rows also take 256 threads for M_cap >= 1024 up to 1M (measured
+// 5-13 % faster there); M = 512 and wider rows keep the FP32 rule.
+TEST(CudaPlannerTest, SixteenBitRowsTakeSmallBlocksForManyLongRows) {
+  for (ScoreType t : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
+    auto block = [&](int64_t m, int64_t n) {
+      auto p = PlanCudaSelection(ProblemShape{2048, m, n, Layout::kPitched, t}, {}, FakeH200(), {});
+      EXPECT_TRUE(p.ok());
+      return p.ok() ? p->block : 0;
+    };
+    EXPECT_EQ(block(1024, 524288), 256);
+    EXPECT_EQ(block(8192, int64_t{1} << 20), 256);
+    EXPECT_EQ(block(1024, int64_t{1} << 20), 256);
+    EXPECT_EQ(block(512, int64_t{1} << 20), 512);
+    EXPECT_EQ(block(512, 524288), 512);
+    EXPECT_EQ(block(4096, int64_t{1} << 21), 512);
+    EXPECT_EQ(block(512, 131072), 256);
+  }
+  auto fp32 = PlanCudaSelection(ProblemShape{2048, 8192, int64_t{1} << 20, Layout::kPitched}, {},
+                                FakeH200(), {});
+  ASSERT_TRUE(fp32.ok());
+  EXPECT_EQ(fp32->block, 512);
+}
+
+// The certification pass's shared-memory ring: the 256-thread kernel inside
+// the FP32 small-block region, from 128K on 16-bit rows and 256K on FP32
+// rows; never the 512-thread kernel; admit_ring = 0 / 1 force it.
+TEST(CudaPlannerTest, AdmitRingWhereItMeasuredFaster) {
+  auto ring = [&](ScoreType t, int64_t m, int64_t n, int32_t block,
+                  const CudaSelectorConfig& c = {}) {
+    return CudaUseAdmitRing(ProblemShape{2048, m, n, Layout::kPitched, t}, block, c);
+  };
+  const ScoreType f32 = ScoreType::kFloat32, bf16 = ScoreType::kBFloat16;
+  EXPECT_FALSE(ring(f32, 4096, 131072, 256));
+  EXPECT_TRUE(ring(f32, 4096, 262144, 256));
+  EXPECT_TRUE(ring(f32, 4096, 524288, 256));
+  EXPECT_FALSE(ring(f32, 2048, 524288, 256));
+  EXPECT_FALSE(ring(f32, 4096, 262144, 512));
+  EXPECT_TRUE(ring(bf16, 512, 131072, 256));
+  EXPECT_TRUE(ring(ScoreType::kFloat16, 8192, 262144, 256));
+  EXPECT_FALSE(ring(bf16, 1024, 65536, 256));
+  EXPECT_FALSE(ring(bf16, 2048, 524288, 256));  // 16-bit small blocks, ring off
+  EXPECT_FALSE(ring(bf16, 4096, int64_t{1} << 20, 256));
+  CudaSelectorConfig on, off;
+  on.admit_ring = 1;
+  off.admit_ring = 0;
+  EXPECT_TRUE(ring(f32, 8192, int64_t{1} << 20, 512, on));
+  EXPECT_FALSE(ring(bf16, 4096, 262144, 256, off));
+}
+
 TEST(CudaPlannerTest, GridIsCappedByRowsAndResidency) {
   EXPECT_EQ(MustPlan(2048, 1, 40000).grid, 1);
   EXPECT_EQ(MustPlan(2048, 263, 1 << 20).grid, 263);
@@ -348,7 +397,9 @@ TEST(CudaPlannerTest, RejectsBadShapesAndDevices) {
 
 // Every score type takes the same route, grid, block, split and workspace
 // as FP32 on every bucket (the routes stream any type; the workspace holds
-// keys and indices, not scores); a value that is no ScoreType is refused.
+// keys and indices, not scores), except the 256-thread variant that 16-bit
+// rows also take for many long rows (CudaUseSmallBlocks); a value that is no
+// ScoreType is refused.
 TEST(CudaPlannerTest, SixteenBitBucketsPlanLikeFp32) {
   const CudaDeviceInfo d = FakeH200();
   const int64_t widths[] = {4096, 16384, 65536, 131072, 1 << 20};
@@ -364,6 +415,12 @@ TEST(CudaPlannerTest, SixteenBitBucketsPlanLikeFp32) {
           const absl::StatusOr<Plan> p = PlanCudaSelection(shape, {}, d, {});
           ASSERT_TRUE(p.ok()) << p.status();
           EXPECT_EQ(p->route, want->route) << p->Explain();
+          EXPECT_EQ(p->split, want->split) << p->Explain();
+          if (p->route == Route::kPersistentSampled && want->block == 512 &&
+              rows >= kCudaSmallBlock16MinRows && width <= kCudaSmallBlock16MaxWidth && k <= 2048) {
+            EXPECT_EQ(p->block, 256) << p->Explain();
+            continue;
+          }
           EXPECT_EQ(p->grid, want->grid) << p->Explain();
           EXPECT_EQ(p->block, want->block) << p->Explain();
           EXPECT_EQ(p->split, want->split) << p->Explain();

@@ -70,6 +70,11 @@ struct CudaSelectorConfig {
   // KV-split route always runs 512 threads. Default 0: the per-shape choice
   // (bench/NOTES.md).
   int ctas_per_sm_target = 0;
+  // The persistent route's certification pass reads the row through a ring of
+  // asynchronous copies into shared memory (more bytes in flight than the
+  // registers hold) instead of register loads: 1 on, 0 off, -1 the planner's
+  // per-shape choice (CudaUseAdmitRing; bench/NOTES.md, "Selector II").
+  int admit_ring = -1;
   // Short rows: one 256-thread CTA per row, several rows in flight per SM, no
   // sampling (Route::kShortRowExact), on the buckets where CudaShortRowReach
   // says it measured faster than the persistent routes. false: those buckets
@@ -111,8 +116,27 @@ inline constexpr int32_t kCudaMaxK = 1 << 20;
 inline constexpr int64_t kCudaSmallBlockMaxWidth = 262144;
 inline constexpr int64_t kCudaSmallBlockWideMaxWidth = 524288;
 inline constexpr int64_t kCudaSmallBlockWideMinRows = 4096;
+// 16-bit rows (BF16, FP16) also take it for M_cap >= kCudaSmallBlock16MinRows
+// up to N_cap = kCudaSmallBlock16MaxWidth: 5-13 % faster than 512 threads at
+// 512K and 1M for M 1024..8192 (bench/NOTES.md, "Selector II"); M = 512 keeps
+// 512 threads there, and wider rows were not measured.
+inline constexpr int64_t kCudaSmallBlock16MinRows = 1024;
+inline constexpr int64_t kCudaSmallBlock16MaxWidth = 1048576;
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
+
+// The certification pass through the shared-memory ring (admit_ring = -1):
+// the 256-thread kernel in the region where the FP32 rule above takes it
+// (N_cap <= kCudaSmallBlockMaxWidth, or kCudaSmallBlockWideMaxWidth with
+// M_cap >= kCudaSmallBlockWideMinRows), from N_cap = kCudaAdmitRingMinWidth16
+// on 16-bit rows (7-14 % faster at 128K and 256K for M >= 2048) and
+// kCudaAdmitRingMinWidth32 on FP32 rows (1-4 % at 256K and 512K for
+// M >= 2048; 128K up to 5 % slower with it). Off in the 512-thread kernel
+// (0-7 % slower with it at 512K and 1M) and for 16-bit rows at 1M (3-10 %).
+// Measured on the H200 (bench/NOTES.md, "Selector II"). block: the plan's.
+inline constexpr int64_t kCudaAdmitRingMinWidth16 = 131072;
+inline constexpr int64_t kCudaAdmitRingMinWidth32 = 262144;
+bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelectorConfig& config);
 
 // The short-row route's reach: the widest bucket (N_cap) where it measured
 // faster than the persistent routes on the H200, by K (bench/NOTES.md, "The

@@ -33,6 +33,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.deterministic = plan.options.deterministic ? 1 : 0;
   p.dtype = static_cast<int32_t>(plan.shape.dtype);
   p.prefetch = config.l2_prefetch ? 1 : 0;
+  p.admit_ring = CudaUseAdmitRing(plan.shape, plan.block, config) ? 1 : 0;
   // The planner picked the variant (threads per CTA); the KV-split kernel
   // always runs the 512-thread one.
   p.block = plan.block == cuda::kSmallThreads ? cuda::kSmallThreads : cuda::kThreads;

@@ -75,6 +75,9 @@ struct KernelParams {
   // Cluster route only (split = CTAs per cluster): its kernel variant, 1 or 2
   // CTAs per SM.
   int32_t cluster_ctas_per_sm = 1;
+  // Persistent route: the certification pass through the shared-memory ring
+  // (1) or register loads (0): CudaUseAdmitRing.
+  int32_t admit_ring = 0;
 };
 
 // KV-split per-row state, laid out as [max_rows headers][max_rows candidate

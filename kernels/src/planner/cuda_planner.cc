@@ -21,6 +21,13 @@ int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm) {
   }
   return size == 16 ? device.clusters_of_16 : (size == 8 ? device.clusters_of_8 : 0);
 }
+// Where the 256-thread kernel measured faster on FP32 rows.
+bool SmallBlockFp32Region(const ProblemShape& shape) {
+  return shape.max_width <= kCudaSmallBlockMaxWidth ||
+         (shape.max_width <= kCudaSmallBlockWideMaxWidth &&
+          shape.max_rows >= kCudaSmallBlockWideMinRows);
+}
+
 }  // namespace
 
 int64_t CudaSliceEntries(int32_t k) { return std::max<int64_t>(4 * int64_t{k}, 16384); }
@@ -52,9 +59,17 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
   if (device.small_block_ctas_per_sm <= 0 || shape.k > cuda::kSmallMaxK) return false;
   if (config.ctas_per_sm_target == 4) return true;
   if (config.ctas_per_sm_target != 0) return false;
-  return shape.max_width <= kCudaSmallBlockMaxWidth ||
-         (shape.max_width <= kCudaSmallBlockWideMaxWidth &&
-          shape.max_rows >= kCudaSmallBlockWideMinRows);
+  return SmallBlockFp32Region(shape) ||
+         (shape.dtype != ScoreType::kFloat32 && shape.max_rows >= kCudaSmallBlock16MinRows &&
+          shape.max_width <= kCudaSmallBlock16MaxWidth);
+}
+
+bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelectorConfig& config) {
+  if (config.admit_ring >= 0) return config.admit_ring > 0;
+  const int64_t min_width =
+      shape.dtype == ScoreType::kFloat32 ? kCudaAdmitRingMinWidth32 : kCudaAdmitRingMinWidth16;
+  return block == cuda::kSmallThreads && SmallBlockFp32Region(shape) &&
+         shape.max_width >= min_width;
 }
 
 CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceInfo& device,
