@@ -187,6 +187,39 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   EXPECT_NE(MustPlan(2048, 4096, 8192).Explain().find("short-row-exact"), std::string::npos);
 }
 
+// The short-row kernel's variant (kShortRowSharedRow or not) keeps one CTA
+// per row; anything else is refused by name.
+TEST(CudaPlannerTest, ShortRowVariants) {
+  CudaSelectorConfig c;
+  for (int v : {0, kShortRowSharedRow}) {
+    c.short_row_variant = v;
+    const Plan p = MustPlan(2048, 4096, 8192, c);
+    EXPECT_EQ(p.route, Route::kShortRowExact) << v;
+    EXPECT_EQ(p.grid, 4096) << v;
+  }
+  for (int v : {-1, 2, 3, 8}) {
+    c.short_row_variant = v;
+    const auto p =
+        PlanCudaSelection(ProblemShape{2048, 4096, 8192, Layout::kPitched}, {}, FakeH200(), c);
+    ASSERT_FALSE(p.ok()) << v;
+    EXPECT_NE(p.status().message().find("short_row_variant"), std::string::npos) << v;
+  }
+}
+
+// kv_split_band keeps the route and adds a second buffer per row.
+TEST(CudaPlannerTest, KvSplitBandAddsOneRowBufferPerRow) {
+  CudaSelectorConfig c;
+  c.cluster_route = -1;
+  c.kv_split_band = false;
+  const Plan plain = MustPlan(2048, 32, 524288, c);
+  c.kv_split_band = true;
+  const Plan band = MustPlan(2048, 32, 524288, c);
+  ASSERT_EQ(plain.route, Route::kKvSplitSampled);
+  EXPECT_EQ(band.route, Route::kKvSplitSampled);
+  EXPECT_EQ(band.grid, plain.grid);
+  EXPECT_EQ(band.workspace_bytes - plain.workspace_bytes, 32u * 8u * CudaKvRowEntries(2048));
+}
+
 TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {
   EXPECT_EQ(MustPlan(kCudaMaxFastK, 512, 1 << 20).route, Route::kPersistentSampled);
   const Plan p = MustPlan(kCudaMaxFastK + 1, 512, 1 << 20);

@@ -120,6 +120,10 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     return absl::InvalidArgumentError(
         absl::StrFormat("cluster_ctas_per_sm = %d: 0, 1 or 2", config.cluster_ctas_per_sm));
   }
+  if (config.short_row_variant != 0 && config.short_row_variant != kShortRowSharedRow) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "short_row_variant = %d: 0 or %d", config.short_row_variant, kShortRowSharedRow));
+  }
   if (config.ctas_per_sm_target != 0 && config.ctas_per_sm_target != 2 &&
       config.ctas_per_sm_target != 4) {
     return absl::InvalidArgumentError(
@@ -204,8 +208,8 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   // for that, not for K.
   plan.workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan.grid);
   if (plan.route == Route::kKvSplitSampled) {
-    plan.workspace_bytes +=
-        static_cast<size_t>(cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k)));
+    plan.workspace_bytes += static_cast<size_t>(
+        cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k), config.kv_split_band));
   }
   return plan;
 }
