@@ -155,8 +155,12 @@ TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
 // off keep the persistent routes.
 TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   for (int32_t k : {1, 64, 512, 1024, 2048}) {
-    const int64_t reach = k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach;
+    // M_cap = 4096: the many-rows reach for 512 < K <= 2048.
+    const int64_t reach =
+        k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReachManyRows;
     EXPECT_EQ(CudaShortRowReach(k, 4096), reach);
+    EXPECT_EQ(CudaShortRowReach(k, 1024),
+              k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach);
     for (int64_t n : {int64_t{1}, int64_t{4096}, int64_t{8192}, reach}) {
       const Plan p = MustPlan(k, 4096, n);
       EXPECT_EQ(p.route, Route::kShortRowExact) << k << " " << n;
@@ -168,6 +172,11 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
     EXPECT_NE(MustPlan(k, 4096, reach + 1).route, Route::kShortRowExact) << k;
   }
   EXPECT_EQ(CudaShortRowReach(4096, 4096), 0);
+  // 512 < K <= 2048 at 32K: the short-row route from M_cap = 4096 rows on.
+  EXPECT_EQ(MustPlan(2048, 4095, 32768).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 8192, 32768).route, Route::kShortRowExact);
+  EXPECT_EQ(MustPlan(1024, 4096, 32768).route, Route::kShortRowExact);
+  EXPECT_EQ(MustPlan(2048, 8192, 32769).route, Route::kPersistentSampled);
   EXPECT_EQ(MustPlan(4096, 4096, 8192).route, Route::kRowLocalExact);
   EXPECT_EQ(MustPlan(2048, 100, 8192).grid, 100);
   CudaSelectorConfig c;

@@ -126,14 +126,19 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
 
 // The short-row route's reach: the widest bucket (N_cap) where it measured
-// faster than the persistent routes on the H200, by K (bench/NOTES.md, "The
-// short-row route"; bench/results/h200_short_rows.csv: N 4K..64K x M
-// 256..8192 x K 512..2048). K above kCudaShortRowMeasuredMaxK was not
-// measured and keeps the persistent routes.
+// faster than the persistent routes on the H200, by K and M_cap
+// (bench/NOTES.md, "Selector III: short rows"; bench/results/h200_short_rows.csv:
+// N 4K..64K x M 256..8192 x K 512..2048, the load-aggregated histogram). K
+// above kCudaShortRowMeasuredMaxK was not measured and keeps the persistent
+// routes.
 inline constexpr int32_t kCudaShortRowSmallK = 512;
 inline constexpr int64_t kCudaShortRowReachSmallK = 32768;  // K <= kCudaShortRowSmallK
 inline constexpr int32_t kCudaShortRowMeasuredMaxK = 2048;
 inline constexpr int64_t kCudaShortRowReach = 16384;  // kCudaShortRowSmallK < K <= 2048
+// ... and 32768 there for M_cap >= kCudaShortRowManyRows (3-7 % faster than
+// persistent-sampled at M = 4096 and 8192; 5 % slower at M = 1024).
+inline constexpr int64_t kCudaShortRowManyRows = 4096;
+inline constexpr int64_t kCudaShortRowReachManyRows = 32768;
 // The widest bucket the short-row route takes for rank k and M_cap rows; 0:
 // none (the table above).
 int64_t CudaShortRowReach(int32_t k, int64_t max_rows);

@@ -36,12 +36,15 @@ int32_t CudaStagedK(int32_t k, int64_t max_width) {
 
 int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
 
-// M_cap does not enter: the measured crossover moved with K and N_cap only
-// (the two M = 256 shapes where the short-row route also won by 3 and 24 %,
-// K = 2048 x 32K and K = 512 x 64K, stay on the persistent route).
-int64_t CudaShortRowReach(int32_t k, int64_t /*max_rows*/) {
+// M_cap enters once: 512 < K <= 2048 at 32K, where the route won at M = 4096
+// and 8192 and lost at 1024 (a tie at 256). K <= 512 also won at 64K for
+// M <= 1024 (9-31 %); that bucket stays on the persistent route until the GPU
+// suite, whose persistent-route cases sit there, has run with it moved.
+int64_t CudaShortRowReach(int32_t k, int64_t max_rows) {
   if (k <= kCudaShortRowSmallK) return kCudaShortRowReachSmallK;
-  if (k <= kCudaShortRowMeasuredMaxK) return kCudaShortRowReach;
+  if (k <= kCudaShortRowMeasuredMaxK) {
+    return max_rows >= kCudaShortRowManyRows ? kCudaShortRowReachManyRows : kCudaShortRowReach;
+  }
   return 0;
 }
 
