@@ -75,6 +75,14 @@ ABSL_FLAG(int64_t, short_rows, -1,
           "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
 ABSL_FLAG(int64_t, alt_short_rows, -2,
           "A/B: also time a selector with this short-row setting (as --short_rows; -2: none)");
+ABSL_FLAG(bool, kv_split_band, topk::CudaSelectorConfig{}.kv_split_band,
+          "KV-split: keep the band apart in the segment CTAs");
+ABSL_FLAG(int32_t, alt_kv_split_band, -1,
+          "A/B: the second selector's kv_split_band (0 or 1; -1: as --kv_split_band)");
+ABSL_FLAG(int32_t, short_row_variant, topk::CudaSelectorConfig{}.short_row_variant,
+          "short-row kernel variant (topk/cuda/short_row_variant.h bits)");
+ABSL_FLAG(int32_t, alt_short_row_variant, -1,
+          "A/B: the second selector's short-row kernel variant (-1: as --short_row_variant)");
 ABSL_FLAG(std::string, dtype, "fp32", "score type of the rows: fp32, bf16 or fp16");
 ABSL_FLAG(bool, exact, true, "also time the exact route (sampling off) on the same data");
 ABSL_FLAG(int32_t, cluster, topk::CudaSelectorConfig{}.cluster_route,
@@ -167,6 +175,10 @@ int main(int argc, char** argv) {
   cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
   cfg.admit_ring = absl::GetFlag(FLAGS_admit_ring);
   ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
+  cfg.short_row_variant = absl::GetFlag(FLAGS_short_row_variant);
+  cfg.kv_split_band = absl::GetFlag(FLAGS_kv_split_band);
+  const int alt_kv_split_band = absl::GetFlag(FLAGS_alt_kv_split_band);
+  const int alt_short_row_variant = absl::GetFlag(FLAGS_alt_short_row_variant);
   cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
   cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
   cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
@@ -207,8 +219,11 @@ int main(int argc, char** argv) {
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
   const int alt_ring = absl::GetFlag(FLAGS_alt_admit_ring);
-  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1) {
+  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1 ||
+      alt_short_row_variant >= 0 || alt_kv_split_band >= 0) {
     topk::CudaSelectorConfig alt_cfg = cfg;
+    if (alt_kv_split_band >= 0) alt_cfg.kv_split_band = alt_kv_split_band != 0;
+    if (alt_short_row_variant >= 0) alt_cfg.short_row_variant = alt_short_row_variant;
     if (alt_cluster >= -1) {
       alt_cfg.cluster_route = alt_cluster;
       alt_cfg.cluster_size = absl::GetFlag(FLAGS_alt_cluster_size);

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -263,6 +264,38 @@ TEST_P(ClusterRouteTest, SanitizerSmallRows) {
     CheckRoute(*sel, m, 512, o, "small mode " + std::to_string(mode));
     if (HasFatalFailure()) return;
   }
+}
+
+// The smallest racecheck case (racecheck on SanitizerSmallRows outlasts a
+// device call on the 16-CTA variants): one unsorted call over five rows of
+// the route's narrowest bucket -- normal scores (certified), two
+// stride-periodic rows under the one-float view (the band or the exact
+// fallback; the counters are printed), a gathered and a re-scanned one-bin
+// frontier.
+TEST_P(ClusterRouteTest, RacecheckOneRowPerPath) {
+  CudaSelectorConfig c;
+  c.sample_run = 1;
+  MAKE_CLUSTER_OR_SKIP(sel, c);
+  constexpr int64_t kWidth = kCudaClusterMinWidth;
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kStridePeriodic;
+  spec.rows = 5;
+  spec.width = kWidth;
+  spec.sample_stride = 64;
+  ScoreMatrix m = testing::Generate(spec);  // FP32, edited, then typed
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> normal;
+  for (int64_t i = 0; i < kWidth; ++i) {
+    m.scores[0 * kWidth + i] = normal(rng);
+    m.scores[3 * kWidth + i] = 0.7f;                                    // one bin, re-scanned
+    m.scores[4 * kWidth + i] = i < 1500 ? FloatsAbove(0.7f, i) : -2.f;  // one bin, gathered
+  }
+  m = Typed(std::move(m));
+  CheckRoute(*sel, m, 512, {}, "racecheck rows");
+  std::printf("racecheck rows: band %lld exact fallback %lld rescans %lld\n",
+              static_cast<long long>(last_stats_.band_rescued),
+              static_cast<long long>(last_stats_.exact_recovery),
+              static_cast<long long>(last_stats_.rescans));
 }
 
 // The paper's one-float view on stride-periodic rows underfills tau0: the

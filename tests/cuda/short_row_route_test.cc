@@ -28,6 +28,7 @@ class ShortRowRouteTest : public CudaSelectorTest {
  protected:
   std::unique_ptr<CudaSelector> MakeShortRow(CudaSelectorConfig c = {}) {
     c.short_row_max_width = kForcedReach;
+    c.short_row_variant = std::get<0>(GetParam());
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? std::move(*s) : nullptr;
@@ -139,6 +140,35 @@ ScoreMatrix WideBoundaryBinRows() {
   std::fill(m.scores.begin() + 2 * kWidth, m.scores.end(), 3.25f);
   m.lengths.assign(m.rows, static_cast<int32_t>(kWidth));
   return m;
+}
+
+// The buckets whose rows fit the shared row buffer (kShortRowSharedRow: up to
+// kShortRowMaxSharedRowBytes / 4 values, the last bucket at its edge), every
+// generator, both layouts (every row start alignment), unsorted and
+// sorted + deterministic.
+TEST_P(ShortRowRouteTest, SharedRowBucketsEveryGenerator) {
+  auto sel = MakeShortRow();
+  ASSERT_NE(sel, nullptr);
+  uint64_t seed = 700;
+  for (int64_t width : {int64_t{8192}, int64_t{kShortRowMaxSharedRowBytes / 4}}) {
+    for (Distribution d : testing::kAllDistributions) {
+      for (int32_t k : {1, 2048, 4096}) {
+        for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+          for (int mode : {0, 3}) {
+            SelectOptions o;
+            o.sorted = mode & 1;
+            o.deterministic = mode & 2;
+            const std::string what = std::string(testing::DistributionName(d)) +
+                                     " width=" + std::to_string(width) + " k=" + std::to_string(k) +
+                                     (layout == Layout::kPacked ? " packed" : " pitched") +
+                                     " mode " + std::to_string(mode);
+            CheckRoute(*sel, ShortRowsOf(Dtype(), d, k, layout, 1e9f, ++seed, width), k, o, what);
+            if (HasFatalFailure()) return;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_P(ShortRowRouteTest, BoundaryBinWiderThanTheStore) {
@@ -280,12 +310,14 @@ TEST_P(ShortRowRouteTest, SanitizerSmall) {
   }
 }
 
-// One kernel (no persistent variant), every score type.
+// Both short-row kernel variants (the first element of the parameter:
+// CudaSelectorConfig::short_row_variant), every score type.
 INSTANTIATE_TEST_SUITE_P(ScoreTypes, ShortRowRouteTest,
-                         ::testing::Combine(::testing::Values(2),
+                         ::testing::Combine(::testing::Values(0, kShortRowSharedRow),
                                             ::testing::ValuesIn(kAllScoreTypes)),
                          [](const ::testing::TestParamInfo<SelectorParam>& info) {
-                           return std::string(ScoreTypeName(std::get<1>(info.param)));
+                           return "V" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  std::string(ScoreTypeName(std::get<1>(info.param)));
                          });
 
 }  // namespace

@@ -204,8 +204,12 @@ TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
 // off keep the persistent routes.
 TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   for (int32_t k : {1, 64, 512, 1024, 2048}) {
-    const int64_t reach = k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach;
+    // M_cap = 4096: the many-rows reach for 512 < K <= 2048.
+    const int64_t reach =
+        k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReachManyRows;
     EXPECT_EQ(CudaShortRowReach(k, 4096), reach);
+    EXPECT_EQ(CudaShortRowReach(k, 1024),
+              k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach);
     for (int64_t n : {int64_t{1}, int64_t{4096}, int64_t{8192}, reach}) {
       const Plan p = MustPlan(k, 4096, n);
       EXPECT_EQ(p.route, Route::kShortRowExact) << k << " " << n;
@@ -217,6 +221,11 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
     EXPECT_NE(MustPlan(k, 4096, reach + 1).route, Route::kShortRowExact) << k;
   }
   EXPECT_EQ(CudaShortRowReach(4096, 4096), 0);
+  // 512 < K <= 2048 at 32K: the short-row route from M_cap = 4096 rows on.
+  EXPECT_EQ(MustPlan(2048, 4095, 32768).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 8192, 32768).route, Route::kShortRowExact);
+  EXPECT_EQ(MustPlan(1024, 4096, 32768).route, Route::kShortRowExact);
+  EXPECT_EQ(MustPlan(2048, 8192, 32769).route, Route::kPersistentSampled);
   EXPECT_EQ(MustPlan(4096, 4096, 8192).route, Route::kRowLocalExact);
   EXPECT_EQ(MustPlan(2048, 100, 8192).grid, 100);
   CudaSelectorConfig c;
@@ -234,6 +243,39 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   c.enable_sampling = false;
   EXPECT_EQ(MustPlan(2048, 4096, 8192, c).route, Route::kRowLocalExact);
   EXPECT_NE(MustPlan(2048, 4096, 8192).Explain().find("short-row-exact"), std::string::npos);
+}
+
+// The short-row kernel's variant (kShortRowSharedRow or not) keeps one CTA
+// per row; anything else is refused by name.
+TEST(CudaPlannerTest, ShortRowVariants) {
+  CudaSelectorConfig c;
+  for (int v : {0, kShortRowSharedRow}) {
+    c.short_row_variant = v;
+    const Plan p = MustPlan(2048, 4096, 8192, c);
+    EXPECT_EQ(p.route, Route::kShortRowExact) << v;
+    EXPECT_EQ(p.grid, 4096) << v;
+  }
+  for (int v : {-1, 2, 3, 8}) {
+    c.short_row_variant = v;
+    const auto p =
+        PlanCudaSelection(ProblemShape{2048, 4096, 8192, Layout::kPitched}, {}, FakeH200(), c);
+    ASSERT_FALSE(p.ok()) << v;
+    EXPECT_NE(p.status().message().find("short_row_variant"), std::string::npos) << v;
+  }
+}
+
+// kv_split_band keeps the route and adds a second buffer per row.
+TEST(CudaPlannerTest, KvSplitBandAddsOneRowBufferPerRow) {
+  CudaSelectorConfig c;
+  c.cluster_route = -1;
+  c.kv_split_band = false;
+  const Plan plain = MustPlan(2048, 32, 524288, c);
+  c.kv_split_band = true;
+  const Plan band = MustPlan(2048, 32, 524288, c);
+  ASSERT_EQ(plain.route, Route::kKvSplitSampled);
+  EXPECT_EQ(band.route, Route::kKvSplitSampled);
+  EXPECT_EQ(band.grid, plain.grid);
+  EXPECT_EQ(band.workspace_bytes - plain.workspace_bytes, 32u * 8u * CudaKvRowEntries(2048));
 }
 
 TEST(CudaPlannerTest, LargeKTakesTheGeneralPath) {

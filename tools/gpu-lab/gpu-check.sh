@@ -47,7 +47,10 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 sanitizer_filter='*RecoveryPathTest.*:*SanitizerSmall*:*NanRowsAndBadLengths*:*KvSplitGraphReplay*'
 sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*'
 # (The cluster route's rare paths: ClusterRouteTest.SanitizerSmallRows, by the
-# *SanitizerSmall* pattern above.)
+# *SanitizerSmall* pattern above; the KV-split band's KvSplitBandTest.SanitizerSmall
+# too.) RacecheckOneRowPerPath: the cluster case small enough for racecheck on
+# the 16-CTA variants.
+sanitizer_filter+=':*RacecheckOneRowPerPath*'
 # Output staged for min(K, N_cap): K = 5000 and 2^20 over rows of <= 3000.
 sanitizer_filter+=':*GraphRunnerTest.KBeyond*'
 # (The certification pass's shared-memory ring: CudaSelectorTest.RingSanitizerSmall,

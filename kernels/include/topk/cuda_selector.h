@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "topk/cuda/route_stats.h"
+#include "topk/cuda/short_row_variant.h"
 #include "topk/selector.h"
 
 namespace topk {
@@ -61,6 +62,13 @@ struct CudaSelectorConfig {
   // the KV-split sampled kernel, 2/4/8 CTAs per row (measured 1.1-2.5x faster
   // than one CTA per row for M <= 64, bench/NOTES.md).
   bool enable_kv_split = true;
+  // KV-split: each segment CTA keeps the band (t1 <= x < t0) apart in a second
+  // per-row buffer in the same pass, so a row whose certified set underfills K
+  // is finished from certified + band without re-running on one CTA (which
+  // makes the route's p99 2-5x its p50); rows whose band underfills too still
+  // take the one-CTA path. Costs a second buffer per row of workspace
+  // (CudaKvRowEntries x 8 bytes: 176 KiB per row at K = 2048).
+  bool kv_split_band = true;
   // Persistent kernel variant: 2 CTAs/SM of 512 threads (104 KiB shared,
   // 64 registers, 4 loads in flight per thread), 4 CTAs/SM of 256 threads
   // (56 KiB, the same registers and loads in flight; more CTAs to cover each
@@ -83,6 +91,9 @@ struct CudaSelectorConfig {
   // > 0: every bucket with N_cap up to this width and K <= 4096 takes the
   // short-row route whatever the table says (A/B measurements); 0: the table.
   int64_t short_row_max_width = 0;
+  // The short-row kernel's variant, a bit set of topk/cuda/short_row_variant.h
+  // (A/B measurements, bench/NOTES.md "Selector III: short rows").
+  int short_row_variant = kShortRowDefaultVariant;
   // Few long rows on one thread-block cluster per row (Route::kClusterSampled,
   // sm_90+): 0 the planner's table (CudaUseClusterRoute), 1 every bucket the
   // route serves (A/B measurements), -1 never.
@@ -139,14 +150,19 @@ inline constexpr int64_t kCudaAdmitRingMinWidth32 = 262144;
 bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelectorConfig& config);
 
 // The short-row route's reach: the widest bucket (N_cap) where it measured
-// faster than the persistent routes on the H200, by K (bench/NOTES.md, "The
-// short-row route"; bench/results/h200_short_rows.csv: N 4K..64K x M
-// 256..8192 x K 512..2048). K above kCudaShortRowMeasuredMaxK was not
-// measured and keeps the persistent routes.
+// faster than the persistent routes on the H200, by K and M_cap
+// (bench/NOTES.md, "Selector III: short rows"; bench/results/h200_short_rows.csv:
+// N 4K..64K x M 256..8192 x K 512..2048, the load-aggregated histogram). K
+// above kCudaShortRowMeasuredMaxK was not measured and keeps the persistent
+// routes.
 inline constexpr int32_t kCudaShortRowSmallK = 512;
 inline constexpr int64_t kCudaShortRowReachSmallK = 32768;  // K <= kCudaShortRowSmallK
 inline constexpr int32_t kCudaShortRowMeasuredMaxK = 2048;
 inline constexpr int64_t kCudaShortRowReach = 16384;  // kCudaShortRowSmallK < K <= 2048
+// ... and 32768 there for M_cap >= kCudaShortRowManyRows (3-7 % faster than
+// persistent-sampled at M = 4096 and 8192; 5 % slower at M = 1024).
+inline constexpr int64_t kCudaShortRowManyRows = 4096;
+inline constexpr int64_t kCudaShortRowReachManyRows = 32768;
 // The widest bucket the short-row route takes for rank k and M_cap rows; 0:
 // none (the table above).
 int64_t CudaShortRowReach(int32_t k, int64_t max_rows);

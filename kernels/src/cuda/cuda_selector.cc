@@ -34,6 +34,13 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.dtype = static_cast<int32_t>(plan.shape.dtype);
   p.prefetch = config.l2_prefetch ? 1 : 0;
   p.admit_ring = CudaUseAdmitRing(plan.shape, plan.block, config) ? 1 : 0;
+  p.short_row_variant = config.short_row_variant;
+  if (plan.route == Route::kShortRowExact && (config.short_row_variant & kShortRowSharedRow)) {
+    // Every row's 16-byte body, widened to FP32, takes at most 4 bytes a value.
+    const int64_t bytes = (plan.shape.max_width * 4 + 15) / 16 * 16;
+    p.short_row_buffer_bytes =
+        bytes <= kShortRowMaxSharedRowBytes ? static_cast<int32_t>(bytes) : 0;
+  }
   // The planner picked the variant (threads per CTA); the KV-split kernel
   // always runs the 512-thread one.
   p.block = plan.block == cuda::kSmallThreads ? cuda::kSmallThreads : cuda::kThreads;
@@ -51,6 +58,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
     p.max_rows = plan.shape.max_rows;
     p.row_entries = CudaKvRowEntries(plan.shape.k);
     p.row_state = p.cta_slices + int64_t{plan.grid} * p.cta_slice_bytes;
+    p.kv_band = config.kv_split_band ? 1 : 0;
   }
   if (plan.route == Route::kClusterSampled) {
     p.split = plan.split;  // CTAs per cluster

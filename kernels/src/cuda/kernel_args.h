@@ -78,6 +78,13 @@ struct KernelParams {
   // Persistent route: the certification pass through the shared-memory ring
   // (1) or register loads (0): CudaUseAdmitRing.
   int32_t admit_ring = 0;
+  // KV-split only: 1 keeps the band in its own buffer (kv_split_band).
+  int32_t kv_band = 0;
+  // Short-row route only: CudaSelectorConfig::short_row_variant.
+  int32_t short_row_variant = 0;
+  // kShortRowSharedRow: bytes of the CTA's row buffer (0: none; rows whose
+  // body does not fit are read from global memory).
+  int32_t short_row_buffer_bytes = 0;
 };
 
 // KV-split per-row state, laid out as [max_rows headers][max_rows candidate
@@ -89,12 +96,17 @@ struct RowHeader {
   uint32_t count;    // admitted candidates
   uint32_t nan;
   uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (atomicMax)
+  // kv_split_band only: the band t1 <= x < t0, kept apart in its own buffer.
+  uint32_t band_count;
+  uint32_t band_neg_min_key;
 };
 constexpr int64_t RowStateZeroBytes(int64_t max_rows) {
   return max_rows * static_cast<int64_t>(sizeof(RowHeader));
 }
-inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries) {
-  return (RowStateZeroBytes(max_rows) + max_rows * 8 * row_entries + 255) / 256 * 256;
+// band: a second buffer per row (kv_split_band), after every row's first.
+inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries, bool band = false) {
+  const int64_t buffers = band ? 2 : 1;
+  return (RowStateZeroBytes(max_rows) + buffers * max_rows * 8 * row_entries + 255) / 256 * 256;
 }
 
 // Workspace layout: a 1 KiB header (counters, stats), then one slice per CTA.

@@ -2,6 +2,7 @@
 // split over `split` CTAs that certify one contiguous segment each into the
 // row's shared candidate buffer; the last CTA to arrive refines the row.
 #include "cta_state.cuh"
+#include "kv_split_band.cuh"
 #include "routes.h"
 #include "select_row.cuh"
 
@@ -12,9 +13,11 @@ namespace {
 // certifies its contiguous segment into the row's shared candidate buffer
 // (global count); the last to arrive (row-local arrival counter) builds the
 // level-0 histogram from that buffer and refines it like the one-CTA path.
-// Rows the split cannot serve (short, unusable view, underfill, NaN) fall back
-// to SelectRow on one CTA, which is exact on its own. Always the 512-thread
-// variant (few rows: nothing to overlap across CTAs of one SM).
+// With kv_band the same pass keeps the band t1 <= x < t0 in a second per-row
+// buffer, and an underfilled certified set is finished from certified + band.
+// Rows the split cannot serve (short, unusable view, underfill of certified
+// and band, NaN) fall back to SelectRow on one CTA, which is exact on its own. Always the
+// 512-thread variant (few rows: nothing to overlap across CTAs of one SM).
 template <typename Row>
 __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlocks)
     KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
@@ -47,6 +50,10 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   const uint32_t ge = static_cast<uint32_t>(p.row_entries);
   uint32_t* row_buf = bufs + r * 2 * p.row_entries;
   const Frontier shared_front{nullptr, nullptr, 0, row_buf, row_buf + ge, ge};
+  // kv_band: the band buffers follow every row's certified buffer.
+  uint32_t* band_buf = bufs + (p.max_rows + r) * 2 * p.row_entries;
+  const Frontier band_front{nullptr, nullptr, 0, band_buf, band_buf + ge, ge};
+  const bool band = p.kv_band != 0;
 
   // Proposal: identical in every segment CTA.
   ClearHist(s);
@@ -56,24 +63,31 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
   const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
-  const Boundary b0 = FindBoundary<kB>(s.hist, kCoarseBins, q0, s.scratch);
+  Boundary b0, b1;
+  FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
   if (b0.total < q1) {
     if (seg == 0) SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
-  if (tid < 32) {
-    const float t = WarpCoarseCutoff(b0.bin);
+  if (tid < (band ? 64u : 32u)) {
+    const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
     if (tid == 0) s.t0 = t;
+    if (tid == 32) s.t1 = t;
   }
   ClearHist(s);
   __syncthreads();
   const float t0 = s.t0;
+  const float t1 = band ? s.t1 : t0;
   // Segments of whole 16-byte loads (relative to the row start).
   constexpr uint64_t kV = Row::kPerLoad;
   const uint64_t chunk = ((static_cast<uint64_t>(L) + p.split - 1) / p.split + kV - 1) & ~(kV - 1);
   const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), seg * chunk));
   const uint32_t end = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk));
-  if (beg < end) {
+  if (beg < end && band) {
+    AdmitCertifiedAndBand<kB>(
+        row.From(beg), end - beg, t0, t1, SegmentClass{shared_front, &rh.count, &rh.neg_min_key},
+        SegmentClass{band_front, &rh.band_count, &rh.band_neg_min_key}, &rh.nan, beg);
+  } else if (beg < end) {
     AdmitPass<kB, false, true, kU>(row.From(beg), end - beg, t0, 0.f, shared_front, &rh.count,
                                    &rh.neg_min_key, &rh.nan, p.prefetch != 0, beg);
   }
@@ -85,13 +99,25 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   // Finisher: every segment's candidates, count and histogram are visible.
   __threadfence();
   int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
-  const uint32_t C = __ldcg(&rh.count);
+  uint32_t C = __ldcg(&rh.count);
   if (__ldcg(&rh.nan) != 0u) {
     FillEmpty<kB>(out_row, k);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
     return;
   }
-  if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
+  // The admitted set is {x >= cut}: certified alone, or certified + band.
+  float cut = t0;
+  uint32_t min_key = ~__ldcg(&rh.neg_min_key);
+  const bool with_band = C < k && band && C + __ldcg(&rh.band_count) >= k;
+  if (with_band) {
+    const uint32_t B = __ldcg(&rh.band_count);
+    // C < k <= the certified store's capacity; a band that does not fit
+    // after it leaves the union to the re-scans (count > capacity).
+    if (C + B <= shared_front.capacity()) AppendBandEntries<kB>(band_front, B, shared_front, C);
+    C += B;
+    cut = t1;
+    min_key = min(min_key, ~__ldcg(&rh.band_neg_min_key));  // ~0 = none
+  } else if (C < k) {  // underfill: the one-CTA path (band, exact recovery) on this row
     SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
   }
@@ -99,18 +125,18 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   // histogram of every segment's candidates.
   int top = 0;
   if (C <= shared_front.capacity()) {
-    top = CommonKeyBits(~__ldcg(&rh.neg_min_key), Key32(t0));
+    top = CommonKeyBits(min_key, Key32(cut));
     FrontierDigitHist<kB>(shared_front, 0, C, Level0Shift(top), s.hist);
   } else {
-    RescanDigitHist<kB>(row, L, t0, s.hist);
+    RescanDigitHist<kB>(row, L, cut, s.hist);
   }
   if (tid == 0) {
     s.out_count = 0u;
     AddStat(p, Stat::kSampled, 1);
-    AddStat(p, Stat::kCertified, 1);
+    AddStat(p, with_band ? Stat::kBandRescued : Stat::kCertified, 1);
   }
   __syncthreads();
-  const uint32_t rescans = Refine<kB>(s, row, L, t0, NoUpperBound(), C, shared_front, fb, k,
+  const uint32_t rescans = Refine<kB>(s, row, L, cut, NoUpperBound(), C, shared_front, fb, k,
                                       p.deterministic != 0, top, RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;

@@ -9,6 +9,7 @@
 #include "cta_state.cuh"
 #include "routes.h"
 #include "select_row.cuh"
+#include "topk/cuda/short_row_variant.h"
 
 namespace topk::cuda {
 namespace {
@@ -44,16 +45,87 @@ __host__ __device__ constexpr int64_t SharedBytes(int32_t k, bool staged) {
 }
 static_assert(SharedBytes(4096, true) <= 64 * 1024, "K = 4096 sorted fits 3 CTAs per SM");
 
+// Pass 1: the coarse histogram of the whole valid row (NaN flagged, not
+// counted). One test per 16-byte load and warp (two warp reductions) finds
+// loads whose valid values all share one bin (constant and one-bin rows: one
+// atomic for the warp); every other value takes its own shared atomic. This
+// measured 9-12 % faster than aggregating each value (a ballot and two
+// reductions per value) on rows whose lanes rarely share a bin.
+// srow (kShortRowSharedRow; null: none): the row's 16-byte body, widened, is
+// stored there as it is read (float4 i holds values head + 4i .. head + 4i + 3).
+template <typename Row>
+__device__ __noinline__ void LoadAggregatedHistPass(const Row row, uint32_t L, uint32_t* hist,
+                                                    uint32_t* nan_flag, float4* srow) {
+  unsigned nan = 0;
+  const uint32_t head = HeadElements(row, L);
+  StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
+    // Only the body's groups are whole (the head and tail come one value a lane).
+    if (srow != nullptr && valid == 0xFu) srow[(idx0 - head) >> 2] = v;
+    const unsigned nm = NanMask(v) & valid;
+    nan |= nm;
+    const unsigned ok = valid & ~nm;
+    uint32_t bin[4];
+    uint32_t lo = 0xFFFFFFFFu, hi = 0u;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      bin[j] = Coarse(Lane(v, j));
+      if ((ok >> j) & 1u) lo = min(lo, bin[j]), hi = max(hi, bin[j]);
+    }
+    // No valid value in the warp: lo = 2^32 - 1 > hi = 0, nothing counted.
+    const uint32_t warp_lo = __reduce_min_sync(kFullMask, lo);
+    const uint32_t warp_hi = __reduce_max_sync(kFullMask, hi);
+    if (warp_lo == warp_hi) {
+      const uint32_t n = __reduce_add_sync(kFullMask, static_cast<uint32_t>(__popc(ok)));
+      if ((threadIdx.x & 31) == 0) atomicAdd(&hist[warp_lo], n);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if ((ok >> j) & 1u) atomicAdd(&hist[bin[j]], 1u);
+      }
+    }
+  });
+  if (nan) *nan_flag = 1u;
+}
+
+// StreamRow over the row's body kept in shared memory by the first pass (srow)
+// and its head and tail from global memory: the same calls of f.
+template <typename Row, typename F>
+__device__ __forceinline__ void StreamSharedRow(const Row& row, uint32_t L, const float4* srow,
+                                                F&& f) {
+  const uint32_t tid = threadIdx.x;
+  const uint32_t head = HeadElements(row, L);
+  const uint32_t nv = (L - head) / Row::kPerLoad;
+  const uint32_t nq = nv * (Row::kPerLoad / 4);
+#pragma unroll 2
+  for (uint32_t base = 0; base < nq; base += kB) {
+    const uint32_t i = base + tid;
+    const bool ok = i < nq;
+    const float4 v = ok ? srow[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    f(v, head + 4u * i, ok ? 0xFu : 0u);
+  }
+  const uint32_t tail0 = head + Row::kPerLoad * nv;
+  const uint32_t ntail = L - tail0;
+  if (tid < 32) {
+    const uint32_t i = tid < head ? tid : tail0 + (tid - head);
+    const bool ok = tid < head + ntail;
+    const float x = ok ? row.At(i) : 0.f;
+    f(make_float4(x, 0.f, 0.f, 0.f), i, ok ? 1u : 0u);
+  }
+}
+
 // Second pass over the row: x >= t_above is committed to out_buf, the
 // boundary bin t_bin <= x < t_above goes to the frontier fa with its level-0
 // digit (the 11 key bits above shift0) counted into s.hist. take_all: the
 // whole bin belongs to the answer, every x >= t_bin is committed.
-template <typename Row>
+// srow: the body kept in shared memory by the first pass, or null (read the
+// row from global memory).
+template <bool kShared, typename Row>
 __device__ __noinline__ void CommitAndCollect(ShortRowState& s, const Row row, uint32_t L,
                                               float t_bin, float t_above, bool take_all, int shift0,
-                                              const Frontier fa, uint32_t* out_buf) {
+                                              const Frontier fa, uint32_t* out_buf,
+                                              const float4* srow) {
   uint32_t min_key = 0xFFFFFFFFu;  // AppendQuad's; the bin's key range is known
-  StreamRowAtLeast<kB, 2>(row, L, t_bin, [&](float4 v, uint32_t idx0, unsigned valid) {
+  auto op = [&](float4 v, uint32_t idx0, unsigned valid) {
     const unsigned in_bin_or_above = AtLeastMask(v, t_bin) & valid;
     const unsigned above = AtLeastMask(v, t_above) & valid;  // x >= NaN is false
     const unsigned commit = take_all ? in_bin_or_above : above;
@@ -76,11 +148,16 @@ __device__ __noinline__ void CommitAndCollect(ShortRowState& s, const Row row, u
         AggregatedCount((collect >> j) & 1u, (Key32(Lane(v, j)) >> shift0) & 0x7FFu, s.hist);
       }
     }
-  });
+  };
+  if constexpr (kShared) {
+    StreamSharedRow(row, L, srow, op);
+  } else {
+    StreamRowAtLeast<kB, 2>(row, L, t_bin, op);
+  }
 }
 
 // Selects row r on this CTA. Every thread calls it; it synchronises on exit.
-template <typename Row>
+template <typename Row, bool kSharedRow>
 __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArgs& a,
                                                const KernelParams& p, int64_t r) {
   const uint32_t tid = threadIdx.x;
@@ -102,6 +179,15 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
+  // kShortRowSharedRow: the row buffer after the CTA's other shared memory,
+  // for rows whose body fits it.
+  float4* srow = nullptr;
+  if constexpr (kSharedRow) {
+    const uint32_t body_bytes = (L - HeadElements(row, L)) / Row::kPerLoad * 16u;
+    if (body_bytes <= static_cast<uint32_t>(p.short_row_buffer_bytes)) {
+      srow = reinterpret_cast<float4*>(reinterpret_cast<uint8_t*>(&s) + SharedBytes(p.k, staged));
+    }
+  }
   if (tid == 0) s.out_count = 0u, s.cand_count = 0u, s.nan = 0u;
   for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
   __syncthreads();
@@ -125,7 +211,7 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   } else {
     // Pass 1: the coarse histogram of the whole row gives the bin that holds
     // the K-th value, `below` values above it and `in_bin` in it.
-    CoarseHistPass<kB>(row, L, s.hist, &s.nan);
+    LoadAggregatedHistPass(row, L, s.hist, &s.nan, srow);
     const Boundary bd = FindBoundary<kB>(s.hist, kCoarseBins, k, s.scratch);
     if (!s.nan) {
       const uint32_t quota = k - bd.below;  // 1 <= quota <= in_bin
@@ -144,7 +230,13 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
       // count their level-0 digits as it collects them.
       const uint32_t lowest_key = IsNan(t_above) ? kKeyOfPlusInf : Key32(t_above) + 1u;
       const int top = CommonKeyBits(lowest_key, Key32(t_bin));
-      CommitAndCollect(s, row, L, t_bin, t_above, take_all, Level0Shift(top), fa, out_buf);
+      if (kSharedRow && srow != nullptr) {
+        CommitAndCollect<true>(s, row, L, t_bin, t_above, take_all, Level0Shift(top), fa, out_buf,
+                               srow);
+      } else {
+        CommitAndCollect<false>(s, row, L, t_bin, t_above, take_all, Level0Shift(top), fa, out_buf,
+                                nullptr);
+      }
       __syncthreads();
       lap(Stat::kCyclesAdmit);
       const uint32_t collected = s.cand_count;
@@ -180,14 +272,23 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   lap(Stat::kCyclesFinalize);
 }
 
-template <typename Row>
+template <typename Row, bool kSharedRow>
 __global__ void __launch_bounds__(kShortRowThreads, kShortRowMinBlocks)
     ShortRowKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                    const KernelParams p) {
   extern __shared__ uint4 smem_raw[];
   ShortRowState& s = *reinterpret_cast<ShortRowState*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
-  for (int64_t r = blockIdx.x; r < a.num_rows; r += gridDim.x) SelectShortRow<Row>(s, a, p, r);
+  for (int64_t r = blockIdx.x; r < a.num_rows; r += gridDim.x) {
+    SelectShortRow<Row, kSharedRow>(s, a, p, r);
+  }
+}
+
+// The kernel of a row view and variant.
+template <typename Row>
+auto* ShortRowKernelOf(int variant) {
+  return (variant & kShortRowSharedRow) != 0 ? &ShortRowKernel<Row, true>
+                                             : &ShortRowKernel<Row, false>;
 }
 
 }  // namespace
@@ -197,12 +298,16 @@ size_t ShortRowSharedBytes(int32_t k, bool staged) {
 }
 
 cudaError_t ConfigureShortRowRoute() {
-  const int smem = static_cast<int>(SharedBytes(kShortRowMaxK, true));
-  const cudaError_t e = cudaFuncSetAttribute(ShortRowKernel<F32Row>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(ShortRowKernel<Half16Row>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  const int smem = static_cast<int>(SharedBytes(kShortRowMaxK, true)) + kShortRowMaxSharedRowBytes;
+  for (int v : {0, kShortRowSharedRow}) {
+    cudaError_t e = cudaFuncSetAttribute(ShortRowKernelOf<F32Row>(v),
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    e = cudaFuncSetAttribute(ShortRowKernelOf<Half16Row>(v),
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
@@ -215,11 +320,17 @@ cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
                             : cudaSuccess;
   if (e != cudaSuccess) return e;
   const bool staged = params.sorted != 0 || params.deterministic != 0;
-  const size_t smem = ShortRowSharedBytes(params.k, staged);
-  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
-    ShortRowKernel<F32Row><<<grid, kShortRowThreads, smem, stream>>>(args, dev_args, params);
+  const size_t smem = ShortRowSharedBytes(params.k, staged) +
+                      ((params.short_row_variant & kShortRowSharedRow) != 0
+                           ? static_cast<size_t>(params.short_row_buffer_bytes)
+                           : 0u);
+  const int v = params.short_row_variant;
+  const bool wide = params.dtype == static_cast<int32_t>(ScoreType::kFloat32);
+  if (wide) {
+    ShortRowKernelOf<F32Row>(v)<<<grid, kShortRowThreads, smem, stream>>>(args, dev_args, params);
   } else {
-    ShortRowKernel<Half16Row><<<grid, kShortRowThreads, smem, stream>>>(args, dev_args, params);
+    ShortRowKernelOf<Half16Row>(v)<<<grid, kShortRowThreads, smem, stream>>>(args, dev_args,
+                                                                             params);
   }
   return cudaGetLastError();
 }

@@ -43,12 +43,15 @@ int32_t CudaStagedK(int32_t k, int64_t max_width) {
 
 int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
 
-// M_cap does not enter: the measured crossover moved with K and N_cap only
-// (the two M = 256 shapes where the short-row route also won by 3 and 24 %,
-// K = 2048 x 32K and K = 512 x 64K, stay on the persistent route).
-int64_t CudaShortRowReach(int32_t k, int64_t /*max_rows*/) {
+// M_cap enters once: 512 < K <= 2048 at 32K, where the route won at M = 4096
+// and 8192 and lost at 1024 (a tie at 256). K <= 512 also won at 64K for
+// M <= 1024 (9-31 %); that bucket stays on the persistent route until the GPU
+// suite, whose persistent-route cases sit there, has run with it moved.
+int64_t CudaShortRowReach(int32_t k, int64_t max_rows) {
   if (k <= kCudaShortRowSmallK) return kCudaShortRowReachSmallK;
-  if (k <= kCudaShortRowMeasuredMaxK) return kCudaShortRowReach;
+  if (k <= kCudaShortRowMeasuredMaxK) {
+    return max_rows >= kCudaShortRowManyRows ? kCudaShortRowReachManyRows : kCudaShortRowReach;
+  }
   return 0;
 }
 
@@ -135,6 +138,10 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     return absl::InvalidArgumentError(
         absl::StrFormat("cluster_ctas_per_sm = %d: 0, 1 or 2", config.cluster_ctas_per_sm));
   }
+  if (config.short_row_variant != 0 && config.short_row_variant != kShortRowSharedRow) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "short_row_variant = %d: 0 or %d", config.short_row_variant, kShortRowSharedRow));
+  }
   if (config.ctas_per_sm_target != 0 && config.ctas_per_sm_target != 2 &&
       config.ctas_per_sm_target != 4) {
     return absl::InvalidArgumentError(
@@ -219,8 +226,8 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   // for that, not for K.
   plan.workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan.grid);
   if (plan.route == Route::kKvSplitSampled) {
-    plan.workspace_bytes +=
-        static_cast<size_t>(cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k)));
+    plan.workspace_bytes += static_cast<size_t>(
+        cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k), config.kv_split_band));
   }
   return plan;
 }
