@@ -1,5 +1,7 @@
 #include "server/backends/copy_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 namespace topk::server {
@@ -63,6 +65,7 @@ void CopyPool::Run(int64_t n, int max_helpers, absl::FunctionRef<void(int64_t)> 
 }
 
 void CopyPool::Help() {
+  pthread_setname_np(pthread_self(), "topk-copy");
   while (true) {
     Task* task = nullptr;
     {
