@@ -23,7 +23,7 @@
 #             absl's Mutex deadlock detection on/off per process, the Echo
 #             ceiling, one GPU vs two, workers x coalescing, then the suites,
 #             all inside MSGPATH_BUDGET_S seconds (default 190)
-#   multigpu: issue 12's closing figures inside MULTIGPU_BUDGET_S (default 170):
+#   multigpu: issue 12's closing figures inside MULTIGPU_BUDGET_S (default 165):
 #             the IPC decode load (64 clients, 4 x 256K) on one GPU vs two, as
 #             one loadgen spread over the GPUs and as one process per GPU
 #             (with and without answers read back), each run's server and
@@ -366,12 +366,12 @@ if has msgpath; then
 fi
 
 if has multigpu; then
-  budget=${MULTIGPU_BUDGET_S:-170}
+  budget=${MULTIGPU_BUDGET_S:-165}
   began=$SECONDS
   left() { echo $((budget - (SECONDS - began))); }
   tr=${SERVING_TRANSPORT:-ipc}  # shm: a dry run of this step without a GPU
   decode=(--transport="$tr" --call=pipeline --workload=decode --rows_per_request=4 --width=262144
-    --duration_s=2.5 --warmup_s=1)
+    --duration_s=2 --warmup_s=1)
   base=("${decode[@]}")  # what mg's loadgens run with; the Echo runs swap it
   cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
   # mg RUN "loadgen-a flags" ["loadgen-b flags"]: one or two loadgens at once
@@ -391,8 +391,20 @@ if has multigpu; then
         --progress=false "${base[@]}" $b --csv="$raw/$run-b.csv" >"$raw/$run-b.txt" 2>&1 &
       other=$!
     fi
+    # Which processes hold a context on which GPU, 2 s in (each loadgen
+    # should be on its own GPU only).
+    (sleep 2; nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader
+      nvidia-smi -L; ps -eo pid,args | grep -E 'topk-(server|loadgen)' | grep -v grep) \
+      >"$raw/$run.apps" 2>&1 &
+    local apps=$!
     # shellcheck disable=SC2086
     lg "$run-a" "${base[@]}" $a
+    wait "$apps"
+    # The server's CPU seconds so far by thread name (since this server started).
+    for task in /proc/"$server"/task/*; do
+      printf '%s %s\n' "$(tr ' ' _ <"$task/comm")" "$(awk '{print $14 + $15}' "$task/stat")"
+    done 2>/dev/null | awk '{t[$1] += $2; n[$1]++} END {for (k in t) printf "%s x%d %d\n", k, n[k], t[k]}' |
+      sort -k3 -nr >"$raw/$run.server-threads"
     if [ -n "$other" ]; then
       wait "$other"
       echo "$run-b rc=$?" >>"$out/summary.txt"
@@ -421,15 +433,18 @@ if has multigpu; then
       "--concurrency=32 --ipc_device=1 --verify_every=50"
     mg "g2-two-noread" "--concurrency=32 --ipc_device=0 --verify_every=0" \
       "--concurrency=32 --ipc_device=1 --verify_every=0"
+    # A load the GPUs bound instead of the message path: 64 x 256K per request.
+    mg "g2-big" "--workload=fixed --rows=64 --concurrency=32 --ipc_device=0,1 --verify_every=50"
     stop_server
   fi
   start_server --cuda_devices=0
   mg "g1-one" "--concurrency=64 --ipc_device=0 --verify_every=50"
   mg "g1-two" "--concurrency=32 --ipc_device=0 --verify_every=50" \
     "--concurrency=32 --ipc_device=0 --verify_every=50"
+  mg "g1-big" "--workload=fixed --rows=64 --concurrency=32 --ipc_device=0 --verify_every=50"
   # The transport's ceiling on this host: unary Echo of 256 B, 64 callers in
   # one process and in two.
-  base=(--call=echo --rows=1 --width=1024 --duration_s=2.5 --warmup_s=1)
+  base=(--call=echo --rows=1 --width=1024 --duration_s=2 --warmup_s=1)
   mg "echo-one" "--concurrency=64"
   mg "echo-two" "--concurrency=32" "--concurrency=32"
   base=("${decode[@]}")
@@ -469,7 +484,7 @@ PY
       server_bin=topk-server-main
     fi
     start_server "${flags[@]}"
-    lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=2 \
+    lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=1.5 \
       --warmup_s=0.5 --verify_every=10
     echo "inline-$variant: $(grep -E '^concurrency' "$raw/inline-64x131072-$variant.txt" |
       awk '{printf "c=%s %s req/s p50 %s ms srv %s ms; ", $2, $3, $6, $11}')" |
