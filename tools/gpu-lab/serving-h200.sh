@@ -23,7 +23,7 @@
 #             absl's Mutex deadlock detection on/off per process, the Echo
 #             ceiling, one GPU vs two, workers x coalescing, then the suites,
 #             all inside MSGPATH_BUDGET_S seconds (default 190)
-#   multigpu: issue 12's closing figures inside MULTIGPU_BUDGET_S (default 165):
+#   multigpu: issue 12's closing figures inside MULTIGPU_BUDGET_S (default 200):
 #             the IPC decode load (64 clients, 4 x 256K) on one GPU vs two, as
 #             one loadgen spread over the GPUs and as one process per GPU
 #             (with and without answers read back), each run's server and
@@ -366,7 +366,7 @@ if has msgpath; then
 fi
 
 if has multigpu; then
-  budget=${MULTIGPU_BUDGET_S:-165}
+  budget=${MULTIGPU_BUDGET_S:-200}
   began=$SECONDS
   left() { echo $((budget - (SECONDS - began))); }
   tr=${SERVING_TRANSPORT:-ipc}  # shm: a dry run of this step without a GPU
@@ -433,8 +433,16 @@ if has multigpu; then
       "--concurrency=32 --ipc_device=1 --verify_every=50"
     mg "g2-two-noread" "--concurrency=32 --ipc_device=0 --verify_every=0" \
       "--concurrency=32 --ipc_device=1 --verify_every=0"
+    # The two-GPU server with all of the load on GPU 0: the server's second
+    # device alone, without a loadgen or requests on GPU 1.
+    mg "g2-two-on0" "--concurrency=32 --ipc_device=0 --verify_every=50" \
+      "--concurrency=32 --ipc_device=0 --verify_every=50"
     # A load the GPUs bound instead of the message path: 64 x 256K per request.
     mg "g2-big" "--workload=fixed --rows=64 --concurrency=32 --ipc_device=0,1 --verify_every=50"
+    stop_server
+    # As many workers in all as the one-GPU server has (2 per GPU).
+    start_server --cuda_devices=0,1 --workers=2
+    mg "g2w2-one" "--concurrency=64 --ipc_device=0,1 --verify_every=50"
     stop_server
   fi
   start_server --cuda_devices=0
@@ -492,10 +500,20 @@ PY
     stop_server
     server_bin=topk-server
   done
+  log "multigpu: workers per GPU x coalescing, fresh servers on GPU 0, 64 clients"
+  for workers in 4 2 1; do
+    for delay in 0 100; do
+      # The suites after this need about a minute.
+      [ "$(left)" -gt 70 ] || { echo "w$workers-d$delay skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+      start_server --cuda_devices=0 --workers=$workers --max_queue_delay_us=$delay
+      mg "w$workers-d$delay" "--concurrency=64 --ipc_device=0 --verify_every=50 --duration_s=2"
+      stop_server
+    done
+  done
   log "multigpu: suites on the CUDA backend"
   for t in coalescing_test region_pipeline_test region_select_test region_fault_test \
     region_sigbus_test half_precision_test; do
-    limit=$(($(left) - 30))
+    limit=$(($(left) - 3))
     [ "$limit" -gt 5 ] || { echo "$t skipped (budget)" | tee -a "$out/summary.txt"; continue; }
     [ -x "$bin/$t" ] || { echo "$t: not packed" | tee -a "$out/summary.txt"; continue; }
     t0=$SECONDS
@@ -504,7 +522,7 @@ PY
     echo "$t rc=$? $((SECONDS - t0)) s $(grep -E '^\[  (PASSED|FAILED)' "$raw/$t.log" |
       tr '\n' ' ')" | tee -a "$out/summary.txt"
   done
-  limit=$(($(left) - 30))
+  limit=$(($(left) - 3))
   if [ "$limit" -gt 10 ] && [ -x "$bin/region_cuda_test" ]; then
     t0=$SECONDS
     TOPK_SERVER_BINARY=$bin/topk-server timeout "$limit" "$bin/region_cuda_test" \
@@ -514,15 +532,6 @@ PY
   else
     echo "region_cuda_test skipped (budget)" | tee -a "$out/summary.txt"
   fi
-  log "multigpu: workers per GPU x coalescing, fresh servers on GPU 0, 64 clients"
-  for workers in 4 2 1; do
-    for delay in 0 100; do
-      [ "$(left)" -gt 8 ] || { echo "w$workers-d$delay skipped (budget)" | tee -a "$out/summary.txt"; continue; }
-      start_server --cuda_devices=0 --workers=$workers --max_queue_delay_us=$delay
-      mg "w$workers-d$delay" "--concurrency=64 --ipc_device=0 --verify_every=50 --duration_s=2"
-      stop_server
-    done
-  done
   echo "multigpu: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
 fi
 
