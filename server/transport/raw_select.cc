@@ -201,6 +201,7 @@ ByteBufferRows::ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, i
   const void* data = nullptr;
   int piece = 0;
   while (listed < static_cast<size_t>(size) && reader.Next(&data, &piece)) {
+    if (piece <= 0) continue;  // an empty slice holds nothing to copy
     piece_data_.push_back(static_cast<const std::byte*>(data));
     piece_start_.push_back(listed);
     listed += static_cast<size_t>(piece);
