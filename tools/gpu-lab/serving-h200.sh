@@ -32,6 +32,9 @@
 #             (these, --copy_threads=8, main's) beside a pinned cudaMemcpy of
 #             the same bytes; the suites; workers 1/2/4 x delay 0/100 on
 #             fresh servers (1 s warm-up excluded)
+#   staging:  the inline staging alone (staging_bench): copy threads x gRPC
+#             slice sizes, the copy with and without the per-chunk upload,
+#             against one pinned upload of the same 33.5 MB
 # Every loadgen step verifies answers; one CSV (serving_h200.csv, a `run`
 # column naming the configuration) and summary.txt go to OUT_DIR.
 # Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
@@ -535,8 +538,15 @@ PY
   echo "multigpu: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
 fi
 
+if has staging && [ -x "$bin/staging_bench" ]; then
+  log "inline staging alone (64 x 128K FP32): copy threads x slice sizes, GPU 0"
+  timeout 120 "$bin/staging_bench" --threads=1,2,4,8,16 --slice_bytes=16384,262144,4194304 \
+    --repeats=20 2>&1 | tee -a "$out/summary.txt"
+  echo "staging_bench rc=${PIPESTATUS[0]}" | tee -a "$out/summary.txt"
+fi
+
 log "results"
-python3 - "$csv" <<'PY' | tee -a "$out/summary.txt"
+[ -s "$csv" ] && python3 - "$csv" <<'PY' | tee -a "$out/summary.txt"
 import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
     print("%-42s c=%-3s req/s=%9s p50=%7s p99=%7s srv=%7s dev=%7s batch=%6s inexact=%s err=%s" % (
