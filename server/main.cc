@@ -56,6 +56,9 @@ ABSL_FLAG(int, workers, Defaults().backends.workers,
           "persistent workers per device (0: 2 on the CPU, 4 per GPU)");
 ABSL_FLAG(int, cpu_threads, Defaults().backends.cpu_threads,
           "selector threads per CPU worker (0: hardware threads / workers)");
+ABSL_FLAG(int, copy_threads, Defaults().backends.copy_threads,
+          "staging copy threads shared by the GPU workers (inline rows into pinned memory; "
+          "-1: half the cores, at most 16; 0: each worker copies alone)");
 ABSL_FLAG(int, queue_depth, Defaults().engine.queue_depth,
           "requests waiting per device before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_queue_delay_us, Defaults().engine.max_queue_delay_us,
@@ -268,6 +271,7 @@ int main(int argc, char** argv) {
   options.backends.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);
   options.backends.workers = absl::GetFlag(FLAGS_workers);
   options.backends.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
+  options.backends.copy_threads = absl::GetFlag(FLAGS_copy_threads);
   options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.engine.max_queue_delay_us = absl::GetFlag(FLAGS_max_queue_delay_us);
   options.engine.limits = {.max_k = absl::GetFlag(FLAGS_max_k),

@@ -176,6 +176,7 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       {"--max_queue_delay_us", options.engine.max_queue_delay_us, 0, 1'000'000},
       {"--workers", options.backends.workers, 0, 256},
       {"--cpu_threads", options.backends.cpu_threads, 0, 4096},
+      {"--copy_threads", options.backends.copy_threads, -1, 256},
       {"--max_recv_message_bytes", options.max_recv_message_bytes, 1, kGrpcMaxMessage},
       {"--max_send_message_bytes", options.max_send_message_bytes, 1, kGrpcMaxMessage},
       {"--max_inflight_bytes", options.calls.max_inflight_bytes, 0, int64_t{1} << 50},

@@ -46,6 +46,19 @@ std::string CodesCell(const std::map<std::string, int64_t>& codes) {
   return absl::StrJoin(codes, " ", absl::PairFormatter(":"));
 }
 
+// "gpu0:req_per_s=19266.3:mean_us=1581:srv_us=332.5:queue_us=86.9:dev_us=121.9:batch=6.31
+// gpu1:...": one CSV cell without commas.
+std::string GroupsCell(const std::vector<GroupResult>& groups) {
+  std::vector<std::string> cells;
+  for (const GroupResult& g : groups) {
+    cells.push_back(absl::StrFormat(
+        "%s:req_per_s=%.1f:mean_us=%.0f:srv_us=%.1f:queue_us=%.1f:dev_us=%.1f:batch=%.2f", g.name,
+        g.requests_per_s(), g.mean_us, g.server_total_us, g.server_queue_us, g.server_device_us,
+        g.batch_mean));
+  }
+  return absl::StrJoin(cells, " ");
+}
+
 // Written to a temporary name and renamed, so a reader polling the file
 // while the run goes on never sees half a file.
 absl::Status WriteWhole(const std::string& path, const std::string& text) {
@@ -91,6 +104,14 @@ void PrintTable(const std::vector<StepResult>& steps) {
         s.server_queue_us / 1e3, s.batch_mean, s.batch_max, s.verified, s.inexact, s.errors);
     if (!s.errors_by_code.empty())
       absl::PrintF("%12s errors: %s\n", "", CodesCell(s.errors_by_code));
+    for (const GroupResult& g : s.groups) {
+      absl::PrintF(
+          "%12s %s: %.1f req/s, mean %.2f ms, srv %.3f ms, queue %.3f ms, device %.3f ms, "
+          "batch %.2f\n",
+          "", g.name, g.requests_per_s(), g.mean_us / 1e3, g.server_total_us / 1e3,
+          g.server_queue_us / 1e3, g.server_device_us / 1e3, g.batch_mean);
+    }
+    absl::PrintF("%12s client cpu %.2f s\n", "", s.client_cpu_s);
   }
 }
 
@@ -99,17 +120,17 @@ absl::Status WriteCsv(const std::vector<StepResult>& steps, const std::string& p
       "mode,setting,seconds,requests,errors,warmup_calls,verified,inexact,rows,score_bytes,"
       "req_per_s,rows_per_s,gb_per_s,p50_us,p90_us,p95_us,p99_us,p999_us,max_us,mean_us,"
       "server_total_us,server_queue_us,server_device_us,batch_mean,batch_max,arrival_cv,"
-      "errors_by_code,server_prepare_us\n";
+      "errors_by_code,server_prepare_us,client_cpu_s,groups\n";
   for (const StepResult& s : steps) {
     absl::StrAppendFormat(
         &text,
         "%s,%g,%.3f,%d,%d,%d,%d,%d,%d,%d,%.2f,%.1f,%.4f,%.0f,%.0f,%.0f,%.0f,%.0f,%.0f,%.1f,%.1f,"
-        "%.1f,%.1f,%.3f,%d,%.3f,%s,%.1f\n",
+        "%.1f,%.1f,%.3f,%d,%.3f,%s,%.1f,%.3f,%s\n",
         s.mode, s.setting, s.seconds, s.requests, s.errors, s.warmup_calls, s.verified, s.inexact,
         s.rows, s.score_bytes, s.requests_per_s(), s.rows_per_s(), s.gb_per_s(), s.p50_us, s.p90_us,
         s.p95_us, s.p99_us, s.p999_us, s.max_us, s.mean_us, s.server_total_us, s.server_queue_us,
         s.server_device_us, s.batch_mean, s.batch_max, s.arrival_cv, CodesCell(s.errors_by_code),
-        s.server_prepare_us);
+        s.server_prepare_us, s.client_cpu_s, GroupsCell(s.groups));
   }
   return WriteWhole(path, text);
 }
@@ -138,12 +159,12 @@ absl::Status WriteJson(const RunMetadata& metadata, const std::vector<StepResult
         "\"mean_us\": %.1f, \"server_total_us\": %.1f, \"server_queue_us\": %.1f, "
         "\"server_device_us\": %.1f, \"server_prepare_us\": %.1f, \"batch_mean\": %.3f, "
         "\"batch_max\": %d, "
-        "\"arrival_cv\": %.3f, \"first_error\": %s}%s\n",
+        "\"arrival_cv\": %.3f, \"client_cpu_s\": %.3f, \"first_error\": %s}%s\n",
         s.mode, s.setting, s.seconds, s.requests, s.errors, codes, s.warmup_calls, s.verified,
         s.inexact, s.rows, s.score_bytes, s.requests_per_s(), s.rows_per_s(), s.gb_per_s(),
         s.p50_us, s.p90_us, s.p95_us, s.p99_us, s.p999_us, s.max_us, s.mean_us, s.server_total_us,
         s.server_queue_us, s.server_device_us, s.server_prepare_us, s.batch_mean, s.batch_max,
-        s.arrival_cv, JsonString(s.first_error), i + 1 < steps.size() ? "," : "");
+        s.arrival_cv, s.client_cpu_s, JsonString(s.first_error), i + 1 < steps.size() ? "," : "");
   }
   absl::StrAppend(&text, "  ]\n}\n");
   return WriteWhole(path, text);

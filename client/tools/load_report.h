@@ -12,6 +12,18 @@
 
 namespace topk::tools {
 
+// One group of callers' share of a step: with rows by reference spread over
+// several GPUs (topk-loadgen --ipc_device=0,1), the callers of one GPU.
+struct GroupResult {
+  std::string name;  // "gpu0"
+  int64_t requests = 0;
+  double seconds = 0;
+  double mean_us = 0;  // client round trip
+  double server_total_us = 0, server_queue_us = 0, server_device_us = 0;
+  double batch_mean = 0;
+  double requests_per_s() const { return seconds > 0 ? requests / seconds : 0; }
+};
+
 struct StepResult {
   std::string mode;      // "concurrency" or "rate"
   double setting = 0;    // concurrency, or requested requests/s
@@ -43,6 +55,12 @@ struct StepResult {
   // Open loop: coefficient of variation of the gaps between sends (about 0
   // for constant arrivals, about 1 for Poisson arrivals).
   double arrival_cv = 0;
+  // CPU seconds (user + system) this process spent over the step, warm-up
+  // included: the load generator's own cost, to tell a limit of the client
+  // from one of the server.
+  double client_cpu_s = 0;
+  // Per group of callers, when there is more than one (in group order).
+  std::vector<GroupResult> groups;
   std::string first_error;
 
   double requests_per_s() const { return seconds > 0 ? requests / seconds : 0; }

@@ -1,5 +1,6 @@
 #include "load_runner.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,11 +27,15 @@ using Clock = std::chrono::steady_clock;
 class Collector {
  public:
   Collector(const Workload& workload, Clock::time_point measure_from)
-      : workload_(workload), measure_from_(measure_from) {
+      : workload_(workload),
+        measure_from_(measure_from),
+        groups_(workload.references != nullptr ? workload.references->groups() : 1) {
     latencies_.reserve(1 << 16);
   }
 
-  void Record(const absl::StatusOr<SelectResult>& result, size_t variant) {
+  // `caller`: the closed loop's caller (its group's share is kept apart);
+  // 0 in an open loop.
+  void Record(const absl::StatusOr<SelectResult>& result, size_t variant, int caller) {
     completed_.fetch_add(1, std::memory_order_relaxed);
     if (Clock::now() < measure_from_) {
       absl::MutexLock lock(&mu_);
@@ -76,6 +81,14 @@ class Collector {
     server_prepare_ += result->server.prepare_us;
     batch_sum_ += result->server.batch_requests;
     batch_max_ = std::max<int64_t>(batch_max_, result->server.batch_requests);
+    Sums& group =
+        groups_[workload_.references != nullptr ? workload_.references->group_of(caller) : 0];
+    ++group.requests;
+    group.client_us += result->client_us;
+    group.server_total_us += result->server.total_us;
+    group.server_queue_us += result->server.queue_us;
+    group.server_device_us += result->server.device_us;
+    group.batch_sum += result->server.batch_requests;
   }
 
   void Drop() {
@@ -111,10 +124,27 @@ class Collector {
       step.batch_max = batch_max_;
     }
     Summarize(latencies_, step);
+    for (size_t g = 0; groups_.size() > 1 && g < groups_.size(); ++g) {
+      const Sums& sums = groups_[g];
+      const double n = static_cast<double>(std::max<int64_t>(1, sums.requests));
+      step.groups.push_back({.name = workload_.references->group_name(static_cast<int>(g)),
+                             .requests = sums.requests,
+                             .seconds = seconds,
+                             .mean_us = static_cast<double>(sums.client_us) / n,
+                             .server_total_us = static_cast<double>(sums.server_total_us) / n,
+                             .server_queue_us = static_cast<double>(sums.server_queue_us) / n,
+                             .server_device_us = static_cast<double>(sums.server_device_us) / n,
+                             .batch_mean = static_cast<double>(sums.batch_sum) / n});
+    }
     return step;
   }
 
  private:
+  struct Sums {
+    int64_t requests = 0, client_us = 0, server_total_us = 0, server_queue_us = 0;
+    int64_t server_device_us = 0, batch_sum = 0;
+  };
+
   const Workload& workload_;
   Clock::time_point measure_from_;
   std::atomic<int64_t> completed_{0};
@@ -126,8 +156,17 @@ class Collector {
   int64_t requests_ = 0, errors_ = 0, verified_ = 0, inexact_ = 0, rows_ = 0, score_bytes_ = 0;
   int64_t server_total_ = 0, server_queue_ = 0, server_device_ = 0, server_prepare_ = 0;
   int64_t batch_sum_ = 0, batch_max_ = 0;
+  std::vector<Sums> groups_;  // per group of callers
   std::string first_error_;
 };
+
+// This process's CPU seconds so far (user + system, every thread).
+double ProcessCpuSeconds() {
+  rusage usage{};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  const auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
 
 // "[concurrency 4] 3.2 s  812 done  254 req/s" on stderr while a step runs:
 // rewritten in place every half second on a terminal; into a file or pipe a
@@ -255,6 +294,7 @@ absl::StatusOr<Arrivals> ParseArrivals(const std::string& name) {
 
 StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
                           std::vector<std::unique_ptr<Client>>& clients, int concurrency) {
+  const double cpu_before = ProcessCpuSeconds();
   const auto [measure_from, stop_at] = MeasureWindow(timing);
   Collector collector(w, measure_from);
   Progress progress(timing.progress, absl::StrFormat("concurrency %d", concurrency), collector);
@@ -264,18 +304,21 @@ StepResult RunConcurrency(const Workload& w, const StepTiming& timing,
       int64_t call = 0;
       for (size_t i = c; Clock::now() < stop_at; ++i, ++call) {
         const size_t variant = i % w.rows.size();
-        collector.Record(CallOnce(*clients[c % clients.size()], w, variant, c, call), variant);
+        collector.Record(CallOnce(*clients[c % clients.size()], w, variant, c, call), variant, c);
       }
     });
   }
   for (auto& t : threads) t.join();
   const double measured = std::chrono::duration<double>(Clock::now() - measure_from).count();
-  return collector.Finish("concurrency", concurrency, measured);
+  StepResult step = collector.Finish("concurrency", concurrency, measured);
+  step.client_cpu_s = ProcessCpuSeconds() - cpu_before;
+  return step;
 }
 
 StepResult RunRate(const Workload& w, const StepTiming& timing,
                    std::vector<std::unique_ptr<Client>>& clients, double rate, Arrivals arrivals,
                    uint64_t seed, int max_outstanding) {
+  const double cpu_before = ProcessCpuSeconds();
   const auto start = Clock::now();
   const auto [measure_from, stop_at] = MeasureWindow(timing);
   Collector collector(w, measure_from);
@@ -304,13 +347,13 @@ StepResult RunRate(const Workload& w, const StepTiming& timing,
       // Streaming has no async form in the client library: a short-lived
       // thread per call keeps the schedule open-loop.
       std::thread([&, variant] {
-        collector.Record(CallOnce(client, w, variant, 0, 0), variant);
+        collector.Record(CallOnce(client, w, variant, 0, 0), variant, 0);
         --outstanding;
       }).detach();
     } else {
       client.SelectAsync(w.requests[variant], w.options,
                          [&collector, &outstanding, variant](absl::StatusOr<SelectResult> r) {
-                           collector.Record(r, variant);
+                           collector.Record(r, variant, 0);
                            --outstanding;
                          });
     }
@@ -319,6 +362,7 @@ StepResult RunRate(const Workload& w, const StepTiming& timing,
   const double measured = std::chrono::duration<double>(stop_at - measure_from).count();
   StepResult step = collector.Finish("rate", rate, measured);
   step.arrival_cv = GapVariation(sent);
+  step.client_cpu_s = ProcessCpuSeconds() - cpu_before;
   return step;
 }
 

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 #if TOPK_LOADGEN_CUDA
 #include "topk/client/cuda_regions.h"
@@ -33,9 +35,23 @@ struct ReferenceRegions::Memory {
     return shm.data();
   }
 
+  // The calling thread's current device is made the buffer's first: a
+  // caller thread starts on device 0, and a copy issued there for memory on
+  // another GPU would open a context on device 0 in this process (which
+  // then time-shares that GPU with the server) and cross GPUs to read.
+  absl::Status UseDevice() const {
+#if TOPK_LOADGEN_CUDA
+    if (gpu.has_value() && cudaSetDevice(gpu->gpu().ordinal) != cudaSuccess) {
+      return absl::InternalError(absl::StrCat("cudaSetDevice(", gpu->gpu().ordinal, ") failed"));
+    }
+#endif
+    return absl::OkStatus();
+  }
+
   absl::Status Write(uint64_t at, const void* bytes, size_t size) const {
 #if TOPK_LOADGEN_CUDA
     if (gpu.has_value()) {
+      if (absl::Status s = UseDevice(); !s.ok()) return s;
       if (cudaMemcpy(data() + at, bytes, size, cudaMemcpyHostToDevice) != cudaSuccess) {
         return absl::InternalError("cudaMemcpy to the IPC buffer failed");
       }
@@ -49,6 +65,7 @@ struct ReferenceRegions::Memory {
   absl::Status Read(uint64_t at, void* bytes, size_t size) const {
 #if TOPK_LOADGEN_CUDA
     if (gpu.has_value()) {
+      if (absl::Status s = UseDevice(); !s.ok()) return s;
       if (cudaMemcpy(bytes, data() + at, size, cudaMemcpyDeviceToHost) != cudaSuccess) {
         return absl::InternalError("cudaMemcpy from the IPC buffer failed");
       }
@@ -72,6 +89,23 @@ absl::StatusOr<Transport> ParseTransport(const std::string& name) {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--transport: '", name, "' is not inline, shm or ipc"));
+}
+
+absl::StatusOr<std::vector<int>> ParseDeviceList(const std::string& text, const char* flag) {
+  std::vector<int> devices;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int device = -1;
+    if (!absl::SimpleAtoi(part, &device) || device < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, "=", text, ": '", part, "' is not a device ordinal (0, 1, ...)"));
+    }
+    if (std::find(devices.begin(), devices.end(), device) != devices.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, "=", text, ": device ", device, " is named twice"));
+    }
+    devices.push_back(device);
+  }
+  return devices;
 }
 
 absl::StatusOr<RowLayout> ParseRowLayout(const std::string& name) {
@@ -108,15 +142,18 @@ ReferenceRegions::~ReferenceRegions() = default;
 
 absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
     Transport transport, client::Client& client, const std::vector<PackedRows>& rows, int32_t k,
-    const client::CallOptions& options, int callers, int device, RowLayout layout) {
+    const client::CallOptions& options, int callers, const std::vector<int>& devices,
+    RowLayout layout) {
+  if (devices.empty()) return absl::InvalidArgumentError("--ipc_device: no device named");
   auto regions = std::unique_ptr<ReferenceRegions>(new ReferenceRegions());
+  regions->transport_ = transport;
   absl::StatusOr<std::unique_ptr<client::RegionSession>> session =
       client::RegionSession::Open(client);
   if (!session.ok()) return session.status();
   regions->session_ = *std::move(session);
 
-  // Layout: per variant its packed scores and int64 row offsets; then one
-  // output area (M x K indices) per caller.
+  // Layout of every region: per variant its packed scores and int64 row
+  // offsets; then one output area (M x K indices) per caller.
   std::vector<uint64_t> scores_at, offsets_at;
   uint64_t size = 0;
   int64_t max_rows = 0;
@@ -132,38 +169,40 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
     regions->output_at_.push_back(size);
     size += Align(regions->output_bytes_);
   }
-  regions->memory_ = std::make_unique<Memory>();
-  Memory& memory = *regions->memory_;
-  absl::Status registered;
-  if (transport == Transport::kShm) {
-    absl::StatusOr<client::SharedMemorySegment> shm =
-        client::SharedMemorySegment::Create(absl::StrCat("/topk-loadgen-", getpid()), size);
-    if (!shm.ok()) return shm.status();
-    memory.shm = *std::move(shm);
-    registered = regions->session_->Register("data", memory.shm);
-  } else {
+  for (size_t g = 0; g < devices.size(); ++g) {
+    Placement placement{.device = devices[g], .memory = std::make_unique<Memory>()};
+    Memory& memory = *placement.memory;
+    const std::string name = absl::StrCat("data", g);
+    absl::Status registered;
+    if (transport == Transport::kShm) {
+      absl::StatusOr<client::SharedMemorySegment> shm = client::SharedMemorySegment::Create(
+          absl::StrCat("/topk-loadgen-", getpid(), "-", g), size);
+      if (!shm.ok()) return shm.status();
+      memory.shm = *std::move(shm);
+      registered = regions->session_->Register(name, memory.shm);
+    } else {
 #if TOPK_LOADGEN_CUDA
-    absl::StatusOr<client::CudaIpcBuffer> gpu = client::CudaIpcBuffer::Create(size, device);
-    if (!gpu.ok()) return gpu.status();
-    memory.gpu.emplace(*std::move(gpu));
-    registered = client::Register(*regions->session_, "data", *memory.gpu);
+      absl::StatusOr<client::CudaIpcBuffer> gpu = client::CudaIpcBuffer::Create(size, devices[g]);
+      if (!gpu.ok()) return gpu.status();
+      memory.gpu.emplace(*std::move(gpu));
+      registered = client::Register(*regions->session_, name, *memory.gpu);
 #else
-    (void)device;
-    return absl::UnimplementedError("--transport=ipc: this build has no CUDA");
+      return absl::UnimplementedError("--transport=ipc: this build has no CUDA");
 #endif
-  }
-  if (!registered.ok()) return registered;
-
-  for (size_t v = 0; v < rows.size(); ++v) {
-    const PackedRows& r = rows[v];
-    const std::string_view bytes = client::ScoreBytes(r.view());
-    if (absl::Status s = memory.Write(scores_at[v], bytes.data(), bytes.size()); !s.ok()) {
-      return s;
     }
-    if (absl::Status s = memory.Write(offsets_at[v], r.offsets.data(), r.offsets.size() * 8);
-        !s.ok()) {
-      return s;
+    if (!registered.ok()) return registered;
+    for (size_t v = 0; v < rows.size(); ++v) {
+      const PackedRows& r = rows[v];
+      const std::string_view bytes = client::ScoreBytes(r.view());
+      if (absl::Status s = memory.Write(scores_at[v], bytes.data(), bytes.size()); !s.ok()) {
+        return s;
+      }
+      if (absl::Status s = memory.Write(offsets_at[v], r.offsets.data(), r.offsets.size() * 8);
+          !s.ok()) {
+        return s;
+      }
     }
+    regions->placements_.push_back(std::move(placement));
   }
   std::vector<int64_t> pitches(rows.size(), 0);
   if (layout == RowLayout::kPitch) {
@@ -175,28 +214,33 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
   }
   regions->requests_.resize(callers);
   for (int c = 0; c < callers; ++c) {
+    const std::string name = absl::StrCat("data", regions->group_of(c));
     for (size_t v = 0; v < rows.size(); ++v) {
       client::RegionRowsRef ref;
-      ref.scores = {"data", scores_at[v]};
+      ref.scores = {name, scores_at[v]};
       ref.num_rows = static_cast<int32_t>(rows[v].lengths.size());
       if (layout == RowLayout::kPitch) {
         ref.row_pitch = pitches[v];
       } else {
-        ref.row_offsets = client::RegionSlice{"data", offsets_at[v]};
+        ref.row_offsets = client::RegionSlice{name, offsets_at[v]};
       }
       ref.lengths = rows[v].lengths;
       ref.dtype = ToWire(rows[v].dtype);
-      const client::RegionOutputRef out{.indices = {"data", regions->output_at_[c]}};
+      const client::RegionOutputRef out{.indices = {name, regions->output_at_[c]}};
       regions->requests_[c].push_back(regions->session_->MakeRequest(k, ref, &out, options));
     }
   }
   return regions;
 }
 
+std::string ReferenceRegions::group_name(int group) const {
+  return absl::StrCat(transport_ == Transport::kIpc ? "gpu" : "shm", placements_[group].device);
+}
+
 absl::Status ReferenceRegions::ReadOutput(int caller, client::SelectResult& result) const {
   result.indices.resize(static_cast<size_t>(result.num_rows) * result.k);
-  return memory_->Read(output_at_[caller], result.indices.data(),
-                       result.indices.size() * sizeof(int32_t));
+  return placements_[group_of(caller)].memory->Read(output_at_[caller], result.indices.data(),
+                                                    result.indices.size() * sizeof(int32_t));
 }
 
 }  // namespace topk::tools

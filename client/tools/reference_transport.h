@@ -30,17 +30,28 @@ enum class RowLayout { kOffsets, kPitch };
 // "offsets" or "pitch".
 absl::StatusOr<RowLayout> ParseRowLayout(const std::string& name);
 
+// "0" or "0,1": distinct non-negative device ordinals, at least one.
+absl::StatusOr<std::vector<int>> ParseDeviceList(const std::string& text, const char* flag);
+
 class ReferenceRegions {
  public:
   // Places `rows` (all variants) and `callers` output areas in a region of
-  // `transport`'s kind (ipc: on CUDA device `device`), registered in a
-  // session opened on `client`, and builds the requests. kPitch needs every
-  // variant's rows evenly spaced.
+  // `transport`'s kind per entry of `devices` (ipc: on that CUDA device;
+  // shm: a segment each, the entry only naming its group), registered in a
+  // session opened on `client`, and builds the requests: caller c names the
+  // region of entry c % devices.size(), so one process can load every GPU
+  // of a host. kPitch needs every variant's rows evenly spaced.
   static absl::StatusOr<std::unique_ptr<ReferenceRegions>> Create(
       Transport transport, client::Client& client, const std::vector<PackedRows>& rows, int32_t k,
-      const client::CallOptions& options, int callers, int device,
+      const client::CallOptions& options, int callers, const std::vector<int>& devices,
       RowLayout layout = RowLayout::kOffsets);
   ~ReferenceRegions();
+
+  // Which entry of `devices` caller `caller` uses, and a name for it
+  // ("gpu1", "shm0") in per-group reports.
+  int group_of(int caller) const { return caller % static_cast<int>(placements_.size()); }
+  int groups() const { return static_cast<int>(placements_.size()); }
+  std::string group_name(int group) const;
 
   const v1::SelectRequest& request(int caller, size_t variant) const {
     return requests_[caller][variant];
@@ -50,9 +61,15 @@ class ReferenceRegions {
 
  private:
   struct Memory;
+  // One region: its memory and the device (or segment label) it is on.
+  struct Placement {
+    int device = 0;
+    std::unique_ptr<Memory> memory;
+  };
   ReferenceRegions() = default;
   std::unique_ptr<client::RegionSession> session_;
-  std::unique_ptr<Memory> memory_;
+  Transport transport_ = Transport::kShm;
+  std::vector<Placement> placements_;
   std::vector<std::vector<v1::SelectRequest>> requests_;
   std::vector<uint64_t> output_at_;  // per caller, bytes into the region
   size_t output_bytes_ = 0;          // per caller

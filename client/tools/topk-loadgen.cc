@@ -98,7 +98,10 @@ ABSL_FLAG(std::string, row_layout, "offsets",
           "server reads them out of it per request) | pitch (one row pitch in the request; "
           "rows evenly spaced, e.g. --lengths=full)");
 ABSL_FLAG(int64_t, echo_bytes, 256, "--call=echo: payload bytes of each Echo (sent and returned)");
-ABSL_FLAG(int, ipc_device, 0, "--transport=ipc: the CUDA device holding the rows");
+ABSL_FLAG(std::string, ipc_device, "0",
+          "--transport=ipc: the CUDA devices holding the rows, comma separated: one region per "
+          "device, caller c on entry c % n (one process loading every GPU; the table and CSV "
+          "split the results per device). --transport=shm: a segment per entry, labelled so");
 ABSL_FLAG(bool, mutex_deadlock_detection, false,
           "keep absl::Mutex's lock-order checking on where the library was built with it: it "
           "serialises every lock of the process (gRPC's included) on one global lock, so a "
@@ -319,9 +322,12 @@ int main(int argc, char** argv) {
     absl::StatusOr<topk::tools::RowLayout> layout =
         topk::tools::ParseRowLayout(absl::GetFlag(FLAGS_row_layout));
     if (!layout.ok()) return Fail(layout.status());
+    absl::StatusOr<std::vector<int>> devices =
+        topk::tools::ParseDeviceList(absl::GetFlag(FLAGS_ipc_device), "--ipc_device");
+    if (!devices.ok()) return Fail(devices.status());
     absl::StatusOr<std::unique_ptr<topk::tools::ReferenceRegions>> created =
         topk::tools::ReferenceRegions::Create(*transport, *clients.front(), w.rows, w.k, w.options,
-                                              callers, absl::GetFlag(FLAGS_ipc_device), *layout);
+                                              callers, *devices, *layout);
     if (!created.ok()) return Fail(created.status());
     references = *std::move(created);
     w.references = references.get();

@@ -28,12 +28,13 @@ absl::StatusOr<std::vector<int>> ChooseCudaOrdinals(const std::vector<int>& usab
   return requested;
 }
 
-// Staging copy threads per GPU worker besides the worker's own: the host's
-// cores shared by every GPU worker, at most 4 threads copying per worker
-// (about what one request's upload can take before the link is the limit).
-int CopyHelpersPerGpuWorker(int gpu_workers) {
+// Staging copy threads shared by every GPU worker: a lone large request
+// takes all of them (one core copies at a fraction of the link's speed),
+// concurrent ones share them.
+int CopyThreadsOr(int requested) {
+  if (requested >= 0) return requested;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::clamp(cores / std::max(1, gpu_workers) - 1, 0, 3);
+  return CopyPool::DefaultThreads(cores);
 }
 
 }  // namespace
@@ -61,10 +62,10 @@ absl::StatusOr<Backends> CreateBackends(const BackendOptions& options) {
     }
     if (!ordinals.empty()) {
       const int workers = WorkersOr(options.workers, kDefaultWorkersPerGpu);
-      const int helpers = CopyHelpersPerGpuWorker(static_cast<int>(ordinals.size()) * workers);
+      auto copy_pool = std::make_shared<CopyPool>(CopyThreadsOr(options.copy_threads));
       for (int d : ordinals) {
         absl::StatusOr<std::unique_ptr<Device>> device =
-            MakeCudaDevice(d, options.cuda_graphs, helpers);
+            MakeCudaDevice(d, options.cuda_graphs, copy_pool);
         if (!device.ok()) return device.status();
         chosen.devices.push_back(*std::move(device));
       }

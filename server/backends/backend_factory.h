@@ -22,6 +22,9 @@ struct BackendOptions {
   bool cuda_graphs = true;        // replay captured graphs per plan bucket
   int workers = 0;                // per device; 0: kDefaultCpuWorkers or kDefaultWorkersPerGpu
   int cpu_threads = 0;            // per CPU worker; 0: hardware threads / workers
+  // Staging copy threads shared by the GPU workers; -1: half the cores, at
+  // most 16 (CopyPool::DefaultThreads).
+  int copy_threads = -1;
   // Tests inject a device here (fault injection); when set it replaces the
   // `backend` choice and is the one device.
   std::function<std::unique_ptr<Device>()> device_factory;

@@ -15,7 +15,6 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "server/backends/copy_threads.h"
 #include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
 #include "spdlog/spdlog.h"
@@ -30,10 +29,11 @@ namespace topk::server {
 
 namespace {
 
-// The staging copy's unit: big enough that a chunk's upload call costs
-// nothing beside its bytes, small enough that the first upload starts soon
-// and the copy threads share a request evenly.
-constexpr size_t kStagingChunkBytes = size_t{2} << 20;
+// The staging copy's unit: big enough that a chunk's upload call (a few
+// microseconds) and its DMA setup cost little beside its bytes, small
+// enough that the first upload starts after ~0.1 ms of copying and a
+// 32 MB request spreads over all of the shared copy threads.
+constexpr size_t kStagingChunkBytes = size_t{512} << 10;
 
 absl::Status UseDevice(int ordinal) {
   TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
@@ -43,11 +43,11 @@ absl::Status UseDevice(int ordinal) {
 class CudaWorker final : public WorkerBackend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal, bool use_graphs,
-                                                            int copy_helpers,
+                                                            std::shared_ptr<CopyPool> copy_pool,
                                                             const RequestLimits& limits) {
     if (absl::Status s = DeviceLost(UseDevice(ordinal)); !s.ok()) return s;
-    auto worker =
-        std::unique_ptr<CudaWorker>(new CudaWorker(ordinal, use_graphs, copy_helpers, limits));
+    auto worker = std::unique_ptr<CudaWorker>(
+        new CudaWorker(ordinal, use_graphs, std::move(copy_pool), limits));
     absl::StatusOr<std::unique_ptr<CudaSelector>> selector =
         CudaSelector::Create(CudaSelectorConfig{.device = ordinal});
     if (!selector.ok()) return selector.status();
@@ -168,14 +168,15 @@ class CudaWorker final : public WorkerBackend {
   }
 
  private:
-  CudaWorker(int ordinal, bool use_graphs, int copy_helpers, const RequestLimits& limits)
+  CudaWorker(int ordinal, bool use_graphs, std::shared_ptr<CopyPool> copy_pool,
+             const RequestLimits& limits)
       : ordinal_(ordinal),
         use_graphs_(use_graphs),
         // Every chunk of the largest batch: its bytes in kStagingChunkBytes
         // pieces, plus one partial piece per part (at most one per row).
         chunks_(static_cast<size_t>(limits.max_batch_bytes) / kStagingChunkBytes +
                 static_cast<size_t>(limits.max_rows) + 1),
-        copiers_(copy_helpers, [ordinal] { (void)cudaSetDevice(ordinal); }) {}
+        copy_pool_(std::move(copy_pool)) {}
 
   // Every buffer a request can need, for the largest request `limits` allow:
   // pinned staging and its device twin for each input and output.
@@ -293,7 +294,20 @@ class CudaWorker final : public WorkerBackend {
     auto* device = reinterpret_cast<std::byte*>(d_scores_.get());
     cudaStream_t stream = stream_.get();
     std::atomic<int> first_error{cudaSuccess};
-    copiers_.Run(static_cast<int64_t>(n), [&](int64_t i) {
+    const int ordinal = ordinal_;
+    copy_pool_->Run(static_cast<int64_t>(n), copy_pool_->threads(), [&](int64_t i) {
+      // The shared helpers serve every GPU: each selects this worker's
+      // device before its first upload for it.
+      thread_local int current = -1;
+      if (current != ordinal) {
+        const cudaError_t selected = cudaSetDevice(ordinal);
+        if (selected != cudaSuccess) {
+          int expected = cudaSuccess;
+          first_error.compare_exchange_strong(expected, selected);
+          return;
+        }
+        current = ordinal;
+      }
       const StagingChunk& chunk = chunks_[i];
       chunk.source->CopyRange(chunk.from, chunk.bytes, host + chunk.to);
       const cudaError_t error = cudaMemcpyAsync(device + chunk.to, host + chunk.to, chunk.bytes,
@@ -389,7 +403,7 @@ class CudaWorker final : public WorkerBackend {
   int ordinal_;
   bool use_graphs_;
   std::vector<StagingChunk> chunks_;  // sized at start
-  CopyThreads copiers_;
+  std::shared_ptr<CopyPool> copy_pool_;
   std::unique_ptr<CudaSelector> selector_;
   cuda::Stream stream_;
   cuda::DeviceBuffer<float> d_scores_;
@@ -416,10 +430,10 @@ class CudaWorker final : public WorkerBackend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateCudaWorker(int ordinal, bool use_graphs,
-                                                                int copy_helpers,
+                                                                std::shared_ptr<CopyPool> copy_pool,
                                                                 const RequestLimits& limits) {
   absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
-      CudaWorker::Create(ordinal, use_graphs, copy_helpers, limits);
+      CudaWorker::Create(ordinal, use_graphs, std::move(copy_pool), limits);
   if (!worker.ok()) return worker.status();
   return std::unique_ptr<WorkerBackend>(*std::move(worker));
 }

@@ -1,7 +1,7 @@
 // The CUDA backend: topk::CudaSelector on one GPU. Each worker copies a
 // batch's rows once, from their sources into pinned staging (in chunks, on
-// its copy threads, each chunk uploaded on its own stream as soon as it is
-// staged), and replays one captured CUDA graph per plan bucket.
+// the process's shared copy threads, each chunk uploaded on the worker's
+// stream as soon as it is staged), and replays one captured CUDA graph per plan bucket.
 // Without CUDA in the build the factories below report why.
 #pragma once
 
@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/backends/backend.h"
+#include "server/backends/copy_pool.h"
 
 namespace topk::server {
 
@@ -19,8 +20,9 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices();
 
 // A Device for CUDA ordinal `ordinal`. With `use_graphs` each worker replays
 // one captured CUDA graph per plan bucket instead of launching kernels.
-// Each worker stages host rows with `copy_helpers` threads besides its own.
+// Each worker stages host rows on its own thread and on `copy_pool`'s
+// helpers, which every worker of the process shares.
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
-                                                       int copy_helpers);
+                                                       std::shared_ptr<CopyPool> copy_pool);
 
 }  // namespace topk::server

@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
 }
 
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/,
-                                                       int /*copy_helpers*/) {
+                                                       std::shared_ptr<CopyPool> /*copy_pool*/) {
   return absl::UnimplementedError(
       absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
 }
@@ -38,10 +38,11 @@ namespace {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(int ordinal, bool use_graphs, int copy_helpers, DeviceDescription description)
+  CudaDevice(int ordinal, bool use_graphs, std::shared_ptr<CopyPool> copy_pool,
+             DeviceDescription description)
       : ordinal_(ordinal),
         use_graphs_(use_graphs),
-        copy_helpers_(copy_helpers),
+        copy_pool_(std::move(copy_pool)),
         description_(std::move(description)) {}
 
   std::string backend_name() const override { return "cuda"; }
@@ -60,13 +61,13 @@ class CudaDevice final : public Device {
 
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) override {
-    return CreateCudaWorker(ordinal_, use_graphs_, copy_helpers_, limits);
+    return CreateCudaWorker(ordinal_, use_graphs_, copy_pool_, limits);
   }
 
  private:
   int ordinal_;
   bool use_graphs_;
-  int copy_helpers_;
+  std::shared_ptr<CopyPool> copy_pool_;
   DeviceDescription description_;
 };
 
@@ -96,7 +97,7 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
 }
 
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
-                                                       int copy_helpers) {
+                                                       std::shared_ptr<CopyPool> copy_pool) {
   absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
   if (!prop.ok()) return DeviceLost(prop.status());
   DeviceDescription description{.ordinal = ordinal,
@@ -108,8 +109,8 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_gra
   for (ScoreType type : kAllScoreTypes) {
     if (CheckCudaScoreType(type).ok()) description.score_types.push_back(type);
   }
-  return std::unique_ptr<Device>(
-      std::make_unique<CudaDevice>(ordinal, use_graphs, copy_helpers, std::move(description)));
+  return std::unique_ptr<Device>(std::make_unique<CudaDevice>(
+      ordinal, use_graphs, std::move(copy_pool), std::move(description)));
 }
 
 #endif  // TOPK_HAVE_CUDA

@@ -23,7 +23,7 @@ inline absl::Status DeviceLost(const absl::Status& status) {
 // One worker on GPU `ordinal` with its buffers allocated for `limits`
 // (MakeCudaDevice's parameters otherwise).
 absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateCudaWorker(int ordinal, bool use_graphs,
-                                                                int copy_helpers,
+                                                                std::shared_ptr<CopyPool> copy_pool,
                                                                 const RequestLimits& limits);
 
 }  // namespace topk::server

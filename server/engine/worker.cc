@@ -1,5 +1,7 @@
 #include "server/engine/worker.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -49,7 +51,12 @@ Worker::Worker(std::unique_ptr<WorkerBackend> backend, const WorkerOptions& opti
 Worker::~Worker() { Join(); }
 
 void Worker::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    // Named, so per-thread CPU time (top -H, /proc/PID/task) tells the
+    // workers from gRPC's threads.
+    pthread_setname_np(pthread_self(), "topk-worker");
+    Loop();
+  });
 }
 
 void Worker::Join() {

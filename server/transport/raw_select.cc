@@ -192,19 +192,38 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows,
   return absl::OkStatus();
 }
 
-void ByteBufferRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
-  grpc::ProtoBufferReader reader(Mutable(buffer_));
+ByteBufferRows::ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size)
+    : size_(size) {
+  grpc::ProtoBufferReader reader(Mutable(buffer));
   // Skip takes an int; the message itself is bounded by gRPC's int sizes.
-  const int64_t start = offset_ + static_cast<int64_t>(offset);
-  if (start > 0) reader.Skip(static_cast<int>(start));
-  int64_t left = static_cast<int64_t>(bytes);
+  if (offset > 0) reader.Skip(static_cast<int>(offset));
+  size_t listed = 0;
   const void* data = nullptr;
-  int size = 0;
-  while (left > 0 && reader.Next(&data, &size)) {
-    const int64_t take = std::min<int64_t>(left, size);
-    std::memcpy(dest, data, static_cast<size_t>(take));
+  int piece = 0;
+  while (listed < static_cast<size_t>(size) && reader.Next(&data, &piece)) {
+    if (piece <= 0) continue;  // an empty slice holds nothing to copy
+    piece_data_.push_back(static_cast<const std::byte*>(data));
+    piece_start_.push_back(listed);
+    listed += static_cast<size_t>(piece);
+  }
+}
+
+void ByteBufferRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
+  if (bytes == 0 || piece_start_.empty()) return;
+  // The last piece starting at or before `offset`.
+  size_t p =
+      static_cast<size_t>(std::upper_bound(piece_start_.begin(), piece_start_.end(), offset) -
+                          piece_start_.begin() - 1);
+  size_t within = offset - piece_start_[p];
+  while (bytes > 0 && p < piece_data_.size()) {
+    const size_t end =
+        p + 1 < piece_start_.size() ? piece_start_[p + 1] : static_cast<size_t>(size_);
+    const size_t take = std::min(bytes, end - piece_start_[p] - within);
+    std::memcpy(dest, piece_data_[p] + within, take);
     dest += take;
-    left -= take;
+    bytes -= take;
+    within = 0;
+    ++p;
   }
 }
 

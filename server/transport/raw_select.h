@@ -44,18 +44,21 @@ absl::Status ParseRawSelect(const grpc::ByteBuffer& buffer, size_t max_rows, Raw
 
 // The score bytes of a parsed request where gRPC received them (a chain of
 // slices), copied out on demand. `buffer` must outlive it (gRPC keeps the
-// request until the call finishes).
+// request until the call finishes). The slices are listed once, here: the
+// CUDA backend copies a large request in hundreds of ranges on many threads
+// at once, and each range then starts at its slice by a binary search
+// instead of walking the chain from the message's start.
 class ByteBufferRows final : public RowSource {
  public:
-  ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size)
-      : buffer_(buffer), offset_(offset), size_(size) {}
+  ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size);
   size_t size_bytes() const override { return static_cast<size_t>(size_); }
   void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
 
  private:
-  const grpc::ByteBuffer* buffer_;
-  int64_t offset_;
   int64_t size_;
+  // The score bytes' pieces in order, and where each starts among them.
+  std::vector<const std::byte*> piece_data_;
+  std::vector<size_t> piece_start_;
 };
 
 }  // namespace topk::server

@@ -6,7 +6,9 @@
 # And --transport=shm against a server without --enable_regions fails with
 # the flag's name; an unknown --call is refused. --call=echo: every Echo
 # answered and compared, refused by a server without --enable_echo.
-# --row_layout=pitch: verified, refused for uneven rows.
+# --row_layout=pitch: verified, refused for uneven rows. --ipc_device=0,3
+# (with shm: a segment per entry): callers spread over both, every answer
+# verified, each group reported with its own share; a repeated entry refused.
 # Usage: loadgen_transport_test.sh TOPK_SERVER TOPK_LOADGEN
 set -euo pipefail
 server=$1 loadgen=$2
@@ -66,6 +68,30 @@ awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++
   --width=20000 --k=64 --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false \
   2>"$work/err.txt"
 grep -q -- "--row_layout=pitch" "$work/err.txt"
+# Callers spread over two regions (what --transport=ipc does over GPUs): the
+# CSV's groups cell names both, each served, and the process CPU is reported.
+"$loadgen" --target="unix:$sock" --transport=shm --ipc_device=0,3 --rows=8 --width=20000 --k=64 \
+  --concurrency=4 --duration_s=0.5 --warmup_s=0.1 --verify_every=1 --progress=false \
+  --csv="$work/groups.csv" | tee "$work/groups.txt"
+awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
+     END { exit (n == 1 && !bad) ? 0 : 1 }' "$work/groups.txt"
+python3 - "$work/groups.csv" <<'PY'
+import csv, sys
+row = next(csv.DictReader(open(sys.argv[1])))
+groups = {}
+for cell in row["groups"].split():
+    name, *fields = cell.split(":")
+    groups[name] = dict(f.split("=") for f in fields)
+assert sorted(groups) == ["shm0", "shm3"], groups
+total = float(row["req_per_s"])
+shares = [float(g["req_per_s"]) for g in groups.values()]
+assert all(s > 0 for s in shares), groups
+assert abs(sum(shares) - total) <= 0.01 * total, (shares, total)
+assert float(row["client_cpu_s"]) > 0, row["client_cpu_s"]
+PY
+! "$loadgen" --target="unix:$sock" --transport=shm --ipc_device=0,0 --rows=2 --width=1000 --k=8 \
+  --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false 2>"$work/err.txt"
+grep -q -- "--ipc_device=0,0: device 0 is named twice" "$work/err.txt"
 # FP16 rows in the segment (2-byte elements, offsets in elements of the type).
 "$loadgen" --target="unix:$sock" --transport=shm --dtype=fp16 --rows=8 --width=20000 --k=64 \
   --concurrency=2 --duration_s=1 --warmup_s=0.2 --verify_every=1 --progress=false \

@@ -12,7 +12,7 @@ cmake -S . -B "$build" -DTOPK_CUDA=ON -DCMAKE_BUILD_TYPE=Release -DTOPK_BUILD_TE
   -DTOPK_BUILD_BENCH=ON -DCMAKE_CUDA_ARCHITECTURES="${TOPK_CUDA_ARCH:-90}" >/dev/null
 targets=(topk-server topk-cli topk-loadgen region_call_bench region_cuda_test region_session_child
          region_pipeline_test region_sigbus_test region_select_test region_fault_test
-         coalescing_test half_precision_test)
+         coalescing_test half_precision_test staging_bench)
 present=()
 known=$(cmake --build "$build" --target help)
 for t in "${targets[@]}"; do

@@ -23,6 +23,18 @@
 #             absl's Mutex deadlock detection on/off per process, the Echo
 #             ceiling, one GPU vs two, workers x coalescing, then the suites,
 #             all inside MSGPATH_BUDGET_S seconds (default 190)
+#   multigpu: issue 12's closing figures inside MULTIGPU_BUDGET_S (default 200):
+#             the IPC decode load (64 clients, 4 x 256K) on one GPU vs two, as
+#             one loadgen spread over the GPUs and as one process per GPU
+#             (with and without answers read back), each run's server and
+#             loadgen CPU seconds, per-GPU splits; main's binaries (-main) on
+#             the same two-GPU load; inline 64 x 128K at 1 and 8 clients
+#             (these, --copy_threads=8, main's) beside a pinned cudaMemcpy of
+#             the same bytes; the suites; workers 1/2/4 x delay 0/100 on
+#             fresh servers (1 s warm-up excluded)
+#   staging:  the inline staging alone (staging_bench): copy threads x gRPC
+#             slice sizes, the copy with and without the per-chunk upload,
+#             against one pinned upload of the same 33.5 MB
 # Every loadgen step verifies answers; one CSV (serving_h200.csv, a `run`
 # column naming the configuration) and summary.txt go to OUT_DIR.
 # Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
@@ -42,7 +54,7 @@ gpus=$(nvidia-smi -L | wc -l)
 server=
 start_server() {  # flags...
   rm -f "$sock"
-  "$bin/$server_bin" --backend=cuda --enable_regions --enable_echo --listen="unix:$sock" \
+  "$bin/$server_bin" --backend="${SERVING_BACKEND:-cuda}" --enable_regions --enable_echo --listen="unix:$sock" \
     --metrics_listen= --max_k=2048 "$@" >>"$raw/server.log" 2>&1 &
   server=$!
   for _ in $(seq 300); do [ -S "$sock" ] && break; sleep 0.1; done
@@ -356,8 +368,185 @@ if has msgpath; then
   echo "msgpath: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
 fi
 
+if has multigpu; then
+  budget=${MULTIGPU_BUDGET_S:-200}
+  began=$SECONDS
+  left() { echo $((budget - (SECONDS - began))); }
+  tr=${SERVING_TRANSPORT:-ipc}  # shm: a dry run of this step without a GPU
+  decode=(--transport="$tr" --call=pipeline --workload=decode --rows_per_request=4 --width=262144
+    --duration_s=2 --warmup_s=1)
+  base=("${decode[@]}")  # what mg's loadgens run with; the Echo runs swap it
+  cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+  # mg RUN "loadgen-a flags" ["loadgen-b flags"]: one or two loadgens at once
+  # on the running server (word-split flags); their steps go to the CSV as
+  # RUN-a / RUN-b, and summary.txt gets the host's busy share, the server's
+  # CPU seconds and each loadgen's rate and CPU seconds.
+  mg() {
+    local run=$1 a=$2 b=${3:-} other=
+    [ "$(left)" -gt 9 ] || { echo "$run skipped (budget)" | tee -a "$out/summary.txt"; return; }
+    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+    local busy0=$((u + n + sy + irq + sirq)) total0 srv0
+    total0=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+    srv0=$(cpu_of "$server")
+    if [ -n "$b" ]; then
+      # shellcheck disable=SC2086
+      timeout 60 "$bin/$loadgen_bin" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
+        --progress=false "${base[@]}" $b --csv="$raw/$run-b.csv" >"$raw/$run-b.txt" 2>&1 &
+      other=$!
+    fi
+    # Which processes hold a context on which GPU, 2 s in (each loadgen
+    # should be on its own GPU only).
+    (sleep 2; nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader
+      nvidia-smi -L; ps -eo pid,args | grep -E 'topk-(server|loadgen)' | grep -v grep) \
+      >"$raw/$run.apps" 2>&1 &
+    local apps=$!
+    # shellcheck disable=SC2086
+    lg "$run-a" "${base[@]}" $a
+    wait "$apps"
+    # The server's CPU seconds so far by thread name (since this server started).
+    for task in /proc/"$server"/task/*; do
+      printf '%s %s\n' "$(tr ' ' _ <"$task/comm")" "$(awk '{print $14 + $15}' "$task/stat")"
+    done 2>/dev/null | awk '{t[$1] += $2; n[$1]++} END {for (k in t) printf "%s x%d %d\n", k, n[k], t[k]}' |
+      sort -k3 -nr >"$raw/$run.server-threads"
+    if [ -n "$other" ]; then
+      wait "$other"
+      echo "$run-b rc=$?" >>"$out/summary.txt"
+      tail -n +2 "$raw/$run-b.csv" | sed "s/^/$run-b,/" >>"$csv"
+    fi
+    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+    local busy1=$((u + n + sy + irq + sirq)) total1
+    total1=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+    local line="$run: host busy $((100 * (busy1 - busy0) / (total1 - total0 + 1)))% of $(nproc)"
+    line+=" cores, server cpu $(($(cpu_of "$server") - srv0))/100 s"
+    for side in a b; do
+      [ -s "$raw/$run-$side.txt" ] || continue
+      line+="; $side: $(grep -E '^concurrency' "$raw/$run-$side.txt" |
+        awk '{printf "%s req/s p50 %s ms", $3, $6}') $(grep -E 'client cpu|gpu[0-9]:' \
+        "$raw/$run-$side.txt" | sed 's/^ *//' | tr '\n' ' ')"
+    done
+    echo "$line" | tee -a "$out/summary.txt"
+  }
+  log "multigpu: IPC decode load, 64 clients, one GPU vs two (these binaries, then main's)"
+  two=0
+  [ "$gpus" -ge 2 ] && two=1
+  if [ "$two" = 1 ]; then
+    start_server --cuda_devices=0,1
+    mg "g2-one" "--concurrency=64 --ipc_device=0,1 --verify_every=50"
+    mg "g2-two" "--concurrency=32 --ipc_device=0 --verify_every=50" \
+      "--concurrency=32 --ipc_device=1 --verify_every=50"
+    mg "g2-two-noread" "--concurrency=32 --ipc_device=0 --verify_every=0" \
+      "--concurrency=32 --ipc_device=1 --verify_every=0"
+    # The two-GPU server with all of the load on GPU 0: the server's second
+    # device alone, without a loadgen or requests on GPU 1.
+    mg "g2-two-on0" "--concurrency=32 --ipc_device=0 --verify_every=50" \
+      "--concurrency=32 --ipc_device=0 --verify_every=50"
+    # A load the GPUs bound instead of the message path: 64 x 256K per request.
+    mg "g2-big" "--workload=fixed --rows=64 --concurrency=32 --ipc_device=0,1 --verify_every=50"
+    stop_server
+    # As many workers in all as the one-GPU server has (2 per GPU).
+    start_server --cuda_devices=0,1 --workers=2
+    mg "g2w2-one" "--concurrency=64 --ipc_device=0,1 --verify_every=50"
+    stop_server
+  fi
+  start_server --cuda_devices=0
+  mg "g1-one" "--concurrency=64 --ipc_device=0 --verify_every=50"
+  mg "g1-two" "--concurrency=32 --ipc_device=0 --verify_every=50" \
+    "--concurrency=32 --ipc_device=0 --verify_every=50"
+  mg "g1-big" "--workload=fixed --rows=64 --concurrency=32 --ipc_device=0 --verify_every=50"
+  # The transport's ceiling on this host: unary Echo of 256 B, 64 callers in
+  # one process and in two.
+  base=(--call=echo --rows=1 --width=1024 --duration_s=2 --warmup_s=1)
+  mg "echo-one" "--concurrency=64"
+  mg "echo-two" "--concurrency=32" "--concurrency=32"
+  base=("${decode[@]}")
+  stop_server
+  if [ "$two" = 1 ] && [ -x "$bin/topk-server-main" ] && [ -x "$bin/topk-loadgen-main" ]; then
+    server_bin=topk-server-main loadgen_bin=topk-loadgen-main
+    start_server --cuda_devices=0,1
+    mg "main-g2-two" "--concurrency=32 --ipc_device=0 --verify_every=50" \
+      "--concurrency=32 --ipc_device=1 --verify_every=50"
+    stop_server
+    server_bin=topk-server loadgen_bin=topk-loadgen
+  fi
+  log "multigpu: inline 64 x 128K, pinned copy of the same bytes, then the server"
+  timeout 40 python3 - <<'PY' 2>&1 | tee -a "$out/summary.txt"
+import torch
+n = 64 * 131072
+src = torch.randn(n).pin_memory()
+dst = torch.empty(n, device="cuda")
+for _ in range(5):
+    dst.copy_(src, non_blocking=True)
+torch.cuda.synchronize()
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+times = []
+for _ in range(50):
+    start.record(); dst.copy_(src, non_blocking=True); end.record(); end.synchronize()
+    times.append(start.elapsed_time(end))
+times.sort()
+print("pinned_h2d_ms p50 %.3f min %.3f for %d bytes (%.1f GB/s)" %
+      (times[25], times[0], n * 4, n * 4 / times[25] / 1e6))
+PY
+  for variant in new copy8 main; do
+    [ "$(left)" -gt 12 ] || { echo "inline-$variant skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+    flags=(--cuda_devices=0)
+    [ "$variant" = copy8 ] && flags+=(--copy_threads=8)
+    if [ "$variant" = main ]; then
+      [ -x "$bin/topk-server-main" ] || continue
+      server_bin=topk-server-main
+    fi
+    start_server "${flags[@]}"
+    lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=1.5 \
+      --warmup_s=0.5 --verify_every=10
+    echo "inline-$variant: $(grep -E '^concurrency' "$raw/inline-64x131072-$variant.txt" |
+      awk '{printf "c=%s %s req/s p50 %s ms srv %s ms; ", $2, $3, $6, $11}')" |
+      tee -a "$out/summary.txt"
+    stop_server
+    server_bin=topk-server
+  done
+  log "multigpu: workers per GPU x coalescing, fresh servers on GPU 0, 64 clients"
+  for workers in 4 2 1; do
+    for delay in 0 100; do
+      # The suites after this need about a minute.
+      [ "$(left)" -gt 70 ] || { echo "w$workers-d$delay skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+      start_server --cuda_devices=0 --workers=$workers --max_queue_delay_us=$delay
+      mg "w$workers-d$delay" "--concurrency=64 --ipc_device=0 --verify_every=50 --duration_s=2"
+      stop_server
+    done
+  done
+  log "multigpu: suites on the CUDA backend"
+  for t in coalescing_test region_pipeline_test region_select_test region_fault_test \
+    region_sigbus_test half_precision_test; do
+    limit=$(($(left) - 3))
+    [ "$limit" -gt 5 ] || { echo "$t skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+    [ -x "$bin/$t" ] || { echo "$t: not packed" | tee -a "$out/summary.txt"; continue; }
+    t0=$SECONDS
+    TOPK_TEST_BACKEND=cuda REGION_SESSION_CHILD=$bin/region_session_child timeout "$limit" \
+      "$bin/$t" >"$raw/$t.log" 2>&1
+    echo "$t rc=$? $((SECONDS - t0)) s $(grep -E '^\[  (PASSED|FAILED)' "$raw/$t.log" |
+      tr '\n' ' ')" | tee -a "$out/summary.txt"
+  done
+  limit=$(($(left) - 3))
+  if [ "$limit" -gt 10 ] && [ -x "$bin/region_cuda_test" ]; then
+    t0=$SECONDS
+    TOPK_SERVER_BINARY=$bin/topk-server timeout "$limit" "$bin/region_cuda_test" \
+      >"$raw/region_cuda_test.log" 2>&1
+    echo "region_cuda_test rc=$? $((SECONDS - t0)) s $(grep -E '^\[  (PASSED|FAILED)' \
+      "$raw/region_cuda_test.log" | tr '\n' ' ')" | tee -a "$out/summary.txt"
+  else
+    echo "region_cuda_test skipped (budget)" | tee -a "$out/summary.txt"
+  fi
+  echo "multigpu: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
+fi
+
+if has staging && [ -x "$bin/staging_bench" ]; then
+  log "inline staging alone (64 x 128K FP32): copy threads x slice sizes, GPU 0"
+  timeout 120 "$bin/staging_bench" --threads=1,2,4,8,16 --slice_bytes=16384,262144,4194304 \
+    --repeats=20 2>&1 | tee -a "$out/summary.txt"
+  echo "staging_bench rc=${PIPESTATUS[0]}" | tee -a "$out/summary.txt"
+fi
+
 log "results"
-python3 - "$csv" <<'PY' | tee -a "$out/summary.txt"
+[ -s "$csv" ] && python3 - "$csv" <<'PY' | tee -a "$out/summary.txt"
 import csv, sys
 for r in csv.DictReader(open(sys.argv[1])):
     print("%-42s c=%-3s req/s=%9s p50=%7s p99=%7s srv=%7s dev=%7s batch=%6s inexact=%s err=%s" % (
