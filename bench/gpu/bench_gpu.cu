@@ -15,8 +15,7 @@
 //                       [--short_rows=-1|0|W] [--alt_short_rows=-1|0|W]
 //                       [--cluster=0|1|-1] [--cluster_size=8|16] [--alt_cluster=0|1|-1]
 //                       [--alt_cluster_size=8|16] [--cluster_ctas_per_sm=1|2]
-//                       [--alt_cluster_ctas_per_sm=1|2] [--alt_cluster_prefetch=0|1]
-//                       [--times_csv=FILE]
+//                       [--alt_cluster_ctas_per_sm=1|2] [--times_csv=FILE]
 // --alt_cluster times a second selector with that cluster-route setting (A/B
 // of the cluster route against the route it replaces); --times_csv appends
 // every timed repetition (shape, selector, route, ms) for percentiles.
@@ -95,8 +94,6 @@ ABSL_FLAG(int32_t, alt_cluster_size, topk::CudaSelectorConfig{}.cluster_size,
           "CTAs per cluster of the --alt_cluster selector");
 ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
           "cluster kernel variant: 1 or 2 CTAs per SM (0: the planner's)");
-ABSL_FLAG(int32_t, alt_cluster_prefetch, -1,
-          "A/B: also time a selector with the cluster route's L2 prefetch off (0) or on (1)");
 ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
           "cluster kernel variant of the --alt_cluster selector");
 ABSL_FLAG(std::string, times_csv, "", "append every timed repetition here (empty: none)");
@@ -186,7 +183,6 @@ int main(int argc, char** argv) {
   cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
   cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
   const int alt_cluster = absl::GetFlag(FLAGS_alt_cluster);
-  const int alt_cluster_prefetch = absl::GetFlag(FLAGS_alt_cluster_prefetch);
   FILE* times_csv = nullptr;
   if (!absl::GetFlag(FLAGS_times_csv).empty()) {
     times_csv = std::fopen(absl::GetFlag(FLAGS_times_csv).c_str(), "a");
@@ -224,10 +220,9 @@ int main(int argc, char** argv) {
   std::unique_ptr<topk::CudaSelector> alt;
   const int alt_ring = absl::GetFlag(FLAGS_alt_admit_ring);
   if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1 ||
-      alt_short_row_variant >= 0 || alt_kv_split_band >= 0 || alt_cluster_prefetch >= 0) {
+      alt_short_row_variant >= 0 || alt_kv_split_band >= 0) {
     topk::CudaSelectorConfig alt_cfg = cfg;
     if (alt_kv_split_band >= 0) alt_cfg.kv_split_band = alt_kv_split_band != 0;
-    if (alt_cluster_prefetch >= 0) alt_cfg.cluster_l2_prefetch = alt_cluster_prefetch != 0;
     if (alt_short_row_variant >= 0) alt_cfg.short_row_variant = alt_short_row_variant;
     if (alt_cluster >= -1) {
       alt_cfg.cluster_route = alt_cluster;

@@ -105,10 +105,6 @@ struct CudaSelectorConfig {
   // to 128 registers) or 2 (104 KiB, 64 registers, twice the resident
   // clusters); 0: the planner's choice.
   int cluster_ctas_per_sm = 0;
-  // The cluster route prefetches each row's segments into L2 while its
-  // proposal runs, when the rows of the resident clusters fit (false: off;
-  // A/B measurements, bench/NOTES.md "Selector III: decode shapes").
-  bool cluster_l2_prefetch = true;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
 };

@@ -1,8 +1,7 @@
 // The cluster route (docs/design.md section 3): few long rows, each split
 // across a thread-block cluster of 8 (or 16, non-portable) CTAs that work on
 // one row together through distributed shared memory. Per row:
-//   1. every rank prefetches its segment into L2 (when the rows in flight fit
-//      there) and builds the coarse histogram of its part of the row's view;
+//   1. every rank builds the coarse histogram of its part of the row's view;
 //      the histograms are all-reduced (ClusterAllReduceHistogram), so every
 //      rank holds the whole view's histogram and derives the same tau0 / tau1;
 //   2. one classification pass per rank keeps x >= t0 (certified) and
@@ -84,8 +83,6 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
   const int log2_run = p.sample_run == 8 ? 3 : 0;
   const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
-  // The rows the resident clusters hold at once (the L2 prefetch's budget).
-  const uint64_t rows_at_once = static_cast<uint64_t>(min(clusters, a.num_rows));
 
   for (int64_t r = first_row; r < a.num_rows; r += clusters) {
     const int64_t length = a.lengths[r];
@@ -113,11 +110,6 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
     const uint32_t beg = static_cast<uint32_t>(min(static_cast<uint64_t>(L), me * chunk));
     const uint32_t len = static_cast<uint32_t>(min(static_cast<uint64_t>(L), beg + chunk)) - beg;
     const Row seg = row.From(beg);
-    // Into L2 while the proposal runs; the classification pass (and a
-    // re-scan or the exact fallback) then reads L2 at its 4 loads a thread.
-    if (p.cluster_prefetch && len > 0 && rows_at_once * L * Row::kBytes <= kClusterPrefetchBytes) {
-      PrefetchSegment(seg, len);
-    }
     for (uint32_t i = tid; i < kCoarseBins; i += kB) me_arrays.view_hist[i] = 0u, s.hist[i] = 0u;
     if (tid == 0) counts = ClusterCounts{}, s.out_count = 0u;
     __syncthreads();

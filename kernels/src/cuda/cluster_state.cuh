@@ -37,13 +37,6 @@ struct ClusterCounts {
   uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (PublishMinKey)
 };
 
-// A row's segments are prefetched into L2 when the row starts (each rank its
-// own, during the latency-bound proposal) as long as the rows the resident
-// clusters hold at once fit in this much of the L2 (50 MB on the H200), so
-// the classification pass reads L2, not DRAM, with its 4 loads a thread.
-inline constexpr uint64_t kClusterPrefetchBytes = 32ull << 20;
-inline constexpr uint32_t kClusterPrefetchChunk = 32u << 10;
-
 // Each rank's certified and band stores in shared memory; more spills to the
 // rank's global slice (A part: certified, B part: band).
 inline constexpr uint32_t kClusterRankStore = 1024;
@@ -111,19 +104,6 @@ __device__ __forceinline__ ClusterRank MakeClusterRank(SharedState<kThreads>& s)
                      a + 2 * kCoarseBins + 2 * st,
                      a + 2 * kCoarseBins + 3 * st,
                      reinterpret_cast<ClusterCounts*>(counts)};
-}
-
-// Bulk L2 prefetch of the rank's segment (16-byte body only: the scalar head
-// and tail are read by one warp anyway), one 32 KiB chunk a thread.
-template <typename Row>
-__device__ __forceinline__ void PrefetchSegment(const Row& seg, uint32_t len) {
-  const uint32_t head = HeadElements(seg, len);
-  const uint32_t bytes = (len - head) / Row::kPerLoad * 16u;
-  const uint32_t at = threadIdx.x * kClusterPrefetchChunk;
-  if (at < bytes) {
-    const char* base = static_cast<const char*>(seg.Address(head));
-    PrefetchL2(base + at, min(kClusterPrefetchChunk, bytes - at));
-  }
 }
 
 }  // namespace topk::cuda

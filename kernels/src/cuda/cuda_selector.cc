@@ -63,7 +63,6 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   if (plan.route == Route::kClusterSampled) {
     p.split = plan.split;  // CTAs per cluster
     p.cluster_ctas_per_sm = plan.ctas_per_sm;
-    p.cluster_prefetch = config.cluster_l2_prefetch ? 1 : 0;
   }
   return p;
 }

@@ -85,9 +85,6 @@ struct KernelParams {
   // kShortRowSharedRow: bytes of the CTA's row buffer (0: none; rows whose
   // body does not fit are read from global memory).
   int32_t short_row_buffer_bytes = 0;
-  // Cluster route only: 1 prefetches the row's segments into L2
-  // (CudaSelectorConfig::cluster_l2_prefetch).
-  int32_t cluster_prefetch = 1;
 };
 
 // KV-split per-row state, laid out as [max_rows headers][max_rows candidate
