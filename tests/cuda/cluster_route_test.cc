@@ -4,11 +4,12 @@
 // mode with ragged lengths (0, 1, K-1, K, K+1, width); K-th boundaries inside
 // one coarse bin (gathered and re-scanned frontiers); infinity floods, NaN
 // and bad lengths; the band rescue and exact fallback on stride-periodic rows;
-// clusters taking several rows in turn; graph replays; a small case for the
-// sanitizers. Every test asserts the route in the plan and the rows the
-// clusters served (kernel counters). Both cluster sizes and both kernel
-// variants (1 or 2 CTAs per SM) on FP32, BF16 and FP16 rows; skips without a
-// device or without clusters of the variant.
+// clusters taking several rows in turn; graph replays; small cases for the
+// sanitizers (one row per path, and one row that takes the band). Every test
+// asserts the route in the plan and the rows the clusters served (kernel
+// counters). Both cluster sizes and both kernel variants (1 or 2 CTAs per
+// SM) on FP32, BF16 and FP16 rows; skips without a device or without
+// clusters of the variant.
 #include <gtest/gtest.h>
 
 #include <cmath>
