@@ -4,11 +4,12 @@
 // mode with ragged lengths (0, 1, K-1, K, K+1, width); K-th boundaries inside
 // one coarse bin (gathered and re-scanned frontiers); infinity floods, NaN
 // and bad lengths; the band rescue and exact fallback on stride-periodic rows;
-// clusters taking several rows in turn; graph replays; a small case for the
-// sanitizers. Every test asserts the route in the plan and the rows the
-// clusters served (kernel counters). Both cluster sizes and both kernel
-// variants (1 or 2 CTAs per SM) on FP32, BF16 and FP16 rows; skips without a
-// device or without clusters of the variant.
+// clusters taking several rows in turn; graph replays; small cases for the
+// sanitizers (one row per path, and one row that takes the band). Every test
+// asserts the route in the plan and the rows the clusters served (kernel
+// counters). Both cluster sizes and both kernel variants (1 or 2 CTAs per
+// SM) on FP32, BF16 and FP16 rows; skips without a device or without
+// clusters of the variant.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "selector_fixture.h"
+#include "topk/algorithm_constants.h"
 #include "topk/keys.h"
 
 namespace topk::cuda_test {
@@ -296,6 +298,37 @@ TEST_P(ClusterRouteTest, RacecheckOneRowPerPath) {
               static_cast<long long>(last_stats_.band_rescued),
               static_cast<long long>(last_stats_.exact_recovery),
               static_cast<long long>(last_stats_.rescans));
+}
+
+// The band path under racecheck (RacecheckOneRowPerPath's rows take the
+// exact fallback, not the band): one row of the route's narrowest bucket
+// built on the one-float view (stride 64, row 0's phase). The view holds 13
+// values of 8.0 (between the proposal quota q0 = 12 and the rescue quota
+// q1 = 14 at K = 512) and 3 of 4.0, so t0 is 8.0's coarse cutoff and t1 4.0's;
+// 512 more 4.0s off the view leave the certified set at 13 < K and the band
+// at 515, so certified + band reach K: the band path, no exact fallback.
+TEST_P(ClusterRouteTest, RacecheckBandRow) {
+  CudaSelectorConfig c;
+  c.sample_run = 1;
+  c.sample_stride = 64;
+  MAKE_CLUSTER_OR_SKIP(sel, c);
+  constexpr int64_t kWidth = kCudaClusterMinWidth;
+  constexpr int32_t kK = 512;
+  ASSERT_EQ(ProposalQuota(kK, 64), 12);
+  ASSERT_EQ(RescueQuota(kK, 64), 14);
+  const int64_t phase = SamplePhase(0, 64);
+  GeneratorSpec spec;
+  spec.rows = 1;
+  spec.width = kWidth;
+  ScoreMatrix m = testing::Generate(spec);  // FP32, overwritten, then typed
+  for (int64_t i = 0; i < kWidth; ++i) m.scores[i] = -4.f;
+  for (int64_t j = 0; j < 16; ++j) m.scores[phase + 64 * j] = j < 13 ? 8.f : 4.f;
+  for (int64_t j = 0; j < kK; ++j) m.scores[(phase + 1 + 128 * j) % kWidth] = 4.f;
+  m = Typed(std::move(m));
+  CheckRoute(*sel, m, kK, {}, "band row");
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(last_stats_.band_rescued, 1) << "the band path did not run";
+  EXPECT_EQ(last_stats_.exact_recovery, 0);
 }
 
 // The paper's one-float view on stride-periodic rows underfills tau0: the

@@ -50,7 +50,7 @@ sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*
 # *SanitizerSmall* pattern above; the KV-split band's KvSplitBandTest.SanitizerSmall
 # too.) RacecheckOneRowPerPath: the cluster case small enough for racecheck on
 # the 16-CTA variants.
-sanitizer_filter+=':*RacecheckOneRowPerPath*'
+sanitizer_filter+=':*RacecheckOneRowPerPath*:*RacecheckBandRow*'
 # Output staged for min(K, N_cap): K = 5000 and 2^20 over rows of <= 3000.
 sanitizer_filter+=':*GraphRunnerTest.KBeyond*'
 # (The certification pass's shared-memory ring: CudaSelectorTest.RingSanitizerSmall,
