@@ -114,9 +114,10 @@ struct CudaSelectorConfig {
   // slower than the persistent route (bench/NOTES.md, "Selector II", item
   // 4). 0: the planner's rule (few rows only).
   int32_t kv_split_force = 0;
-  // Diagnostics: a device array of max_rows x 8 words that the persistent
-  // route's rows stamp with %globaltimer per phase (kernel_args.h,
-  // kTraceWords); null (the default) costs one predicate per phase.
+  // Diagnostics: a device array of max_rows x 8 words in which every row that
+  // SelectRow or the KV-split kernel selects stamps its start and end on
+  // %globaltimer (kernel_args.h, kTraceWords; topk-bench-gpu --trace); null
+  // (the default) costs one predicate per row.
   unsigned long long* row_trace = nullptr;
 };
 
