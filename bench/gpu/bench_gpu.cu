@@ -42,6 +42,7 @@
 #include "absl/flags/usage.h"
 #include "bench_data.h"
 #include "bench_timing.h"
+#include "bench_trace.h"
 #include "device_verifier.h"
 #include "kernel_args.h"
 #include "topk/cuda/resources.h"
@@ -97,6 +98,15 @@ ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_
 ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
           "cluster kernel variant of the --alt_cluster selector");
 ABSL_FLAG(std::string, times_csv, "", "append every timed repetition here (empty: none)");
+ABSL_FLAG(int32_t, kv_split_force, topk::CudaSelectorConfig{}.kv_split_force,
+          "CudaSelectorConfig::kv_split_force: 2/4/8 the KV-split route with that split on every "
+          "sampled shape, 0 the planner");
+ABSL_FLAG(int32_t, alt_kv_split_force, -1,
+          ">= 0: time a second selector with that kv_split_force on the same data");
+ABSL_FLAG(bool, trace, false,
+          "after timing, one more launch per selector with each row's start and end on the "
+          "global timer (row_trace): start skew, row ends, the longest row, SMs used");
+ABSL_FLAG(std::string, trace_csv, "", "append the --trace summaries here (empty: none)");
 ABSL_FLAG(int32_t, replay_loop, 0,
           "also issue up to N replays back to back (no host wait), each into its own verified "
           "output: host issue time and device time per call");
@@ -177,6 +187,19 @@ int main(int argc, char** argv) {
   ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
   cfg.short_row_variant = absl::GetFlag(FLAGS_short_row_variant);
   cfg.kv_split_band = absl::GetFlag(FLAGS_kv_split_band);
+  cfg.kv_split_force = absl::GetFlag(FLAGS_kv_split_force);
+  const int alt_kv_split_force = absl::GetFlag(FLAGS_alt_kv_split_force);
+  const bool trace = absl::GetFlag(FLAGS_trace);
+  FILE* trace_csv = nullptr;
+  if (!absl::GetFlag(FLAGS_trace_csv).empty()) {
+    const std::string path = absl::GetFlag(FLAGS_trace_csv);
+    FILE* probe = std::fopen(path.c_str(), "r");
+    const bool fresh = probe == nullptr;
+    if (probe != nullptr) std::fclose(probe);
+    trace_csv = std::fopen(path.c_str(), "a");
+    if (trace_csv == nullptr) return 1;
+    if (fresh) std::fputs(topk::bench::TraceCsvHeader(), trace_csv);
+  }
   const int alt_kv_split_band = absl::GetFlag(FLAGS_alt_kv_split_band);
   const int alt_short_row_variant = absl::GetFlag(FLAGS_alt_short_row_variant);
   cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
@@ -219,9 +242,10 @@ int main(int argc, char** argv) {
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
   const int alt_ring = absl::GetFlag(FLAGS_alt_admit_ring);
+  topk::CudaSelectorConfig alt_cfg = cfg;
   if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1 ||
-      alt_short_row_variant >= 0 || alt_kv_split_band >= 0) {
-    topk::CudaSelectorConfig alt_cfg = cfg;
+      alt_short_row_variant >= 0 || alt_kv_split_band >= 0 || alt_kv_split_force >= 0) {
+    if (alt_kv_split_force >= 0) alt_cfg.kv_split_force = alt_kv_split_force;
     if (alt_kv_split_band >= 0) alt_cfg.kv_split_band = alt_kv_split_band != 0;
     if (alt_short_row_variant >= 0) alt_cfg.short_row_variant = alt_short_row_variant;
     if (alt_cluster >= -1) {
@@ -399,6 +423,34 @@ int main(int argc, char** argv) {
       } else {
         row.exact = med;
       }
+      if (trace && variant != 1) {
+        // One more launch of the same plan, stamped per row (copy 0, verified).
+        topk::CudaSelectorConfig tcfg = variant == 0 ? cfg : alt_cfg;
+        auto words = Must(topk::cuda::AllocateDevice<unsigned long long>(static_cast<size_t>(m) *
+                                                                         topk::cuda::kTraceWords));
+        tcfg.row_trace = words.get();
+        auto traced = Must(topk::CudaSelector::Create(tcfg));
+        auto tplan =
+            Must(traced->MakePlan(topk::ProblemShape{k, m, n, topk::Layout::kPitched, dtype}, {}));
+        auto tws = Must(topk::cuda::AllocateDevice<uint8_t>(tplan.workspace_bytes));
+        topk::RunContext tctx{tws.get(), tws.bytes(), st};
+        for (int pass = 0; pass < 2; ++pass) {  // the first warms the code and the TLB
+          CHECK_CUDA(cudaMemsetAsync(words.get(), 0, words.bytes(), st));
+          CHECK_OK(traced->Run(tplan, batch_of(0), topk::OutputView{out.get(), nullptr}, tctx));
+          verify(0, out.get());
+        }
+        std::vector<unsigned long long> host(static_cast<size_t>(m) * topk::cuda::kTraceWords);
+        CHECK_CUDA(
+            cudaMemcpyAsync(host.data(), words.get(), words.bytes(), cudaMemcpyDeviceToHost, st));
+        CHECK_CUDA(cudaStreamSynchronize(st));
+        const topk::bench::TraceSummary ts = topk::bench::SummarizeTrace(host, m);
+        const std::string label = variant == 0 ? "ours" : "alt";
+        std::printf("%s\n", topk::bench::FormatTrace(label, m, n, ts).c_str());
+        if (trace_csv != nullptr) {
+          std::fputs(topk::bench::TraceCsvRow(dtype_name, label, m, n, med, ts).c_str(), trace_csv);
+          std::fflush(trace_csv);
+        }
+      }
     }
     {
       const int grid = std::min<int64_t>(m, 264);
@@ -465,6 +517,7 @@ int main(int argc, char** argv) {
   }
   std::fclose(f);
   if (times_csv != nullptr) std::fclose(times_csv);
+  if (trace_csv != nullptr) std::fclose(trace_csv);
   long long total_bad = 0;
   for (const Row& r : results) total_bad += r.bad;
   std::printf("# wrote %s; inexact rows over all timed outputs: %lld\n", csv_path.c_str(),

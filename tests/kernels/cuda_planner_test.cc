@@ -487,5 +487,44 @@ TEST(CudaPlannerTest, ExplainNamesTheRoute) {
   EXPECT_NE(p.Explain().find("persistent-sampled"), std::string::npos);
 }
 
+// kv_split_force (A/B): every sampled bucket with N_cap >=
+// kCudaKvSplitMinWidth takes the KV-split route with that split whatever
+// M_cap, with a grid of M_cap x split CTAs beyond the resident ones; by
+// default only few rows are split; enable_kv_split = false wins; other
+// values are refused.
+TEST(CudaPlannerTest, ForcedSplitBeyondTheResidentCtas) {
+  for (int32_t split : {2, 4, 8}) {
+    CudaSelectorConfig c;
+    c.kv_split_force = split;
+    for (int64_t m : {int64_t{1}, int64_t{512}, int64_t{8192}}) {
+      const Plan p = MustPlan(2048, m, 1 << 17, c);
+      EXPECT_EQ(p.route, Route::kKvSplitSampled) << m;
+      EXPECT_EQ(p.split, split) << m;
+      EXPECT_EQ(p.grid, m * split) << m;
+      EXPECT_EQ(p.block, 512);
+      // A slice per segment CTA and the rows' certified and band buffers.
+      EXPECT_GE(p.workspace_bytes,
+                CudaWorkspaceBytes(2048, p.grid) + m * 2 * 8 * CudaKvRowEntries(2048));
+    }
+    EXPECT_EQ(MustPlan(2048, 512, kCudaKvSplitMinWidth - 1, c).route, Route::kPersistentSampled);
+  }
+  for (int64_t n : {int64_t{1} << 17, int64_t{1} << 20}) {
+    EXPECT_EQ(MustPlan(2048, 512, n).route, Route::kPersistentSampled) << n;
+    EXPECT_EQ(MustPlan(2048, 1024, n).route, Route::kPersistentSampled) << n;
+  }
+  CudaSelectorConfig off;
+  off.enable_kv_split = false;
+  off.kv_split_force = 4;
+  EXPECT_EQ(MustPlan(2048, 512, 1 << 17, off).route, Route::kPersistentSampled);
+  for (int32_t bad : {-1, 1, 3, 16}) {
+    CudaSelectorConfig c;
+    c.kv_split_force = bad;
+    EXPECT_FALSE(
+        PlanCudaSelection(ProblemShape{2048, 512, 1 << 17, Layout::kPitched}, {}, FakeH200(), c)
+            .ok())
+        << bad;
+  }
+}
+
 }  // namespace
 }  // namespace topk

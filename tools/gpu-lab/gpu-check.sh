@@ -53,6 +53,8 @@ sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*
 sanitizer_filter+=':*RacecheckOneRowPerPath*:*RacecheckBandRow*'
 # Output staged for min(K, N_cap): K = 5000 and 2^20 over rows of <= 3000.
 sanitizer_filter+=':*GraphRunnerTest.KBeyond*'
+# The row trace's stamps on the persistent and KV-split routes.
+sanitizer_filter+=':*WaveSplitTest.RowTrace*'
 # (The certification pass's shared-memory ring: CudaSelectorTest.RingSanitizerSmall,
 # by *SanitizerSmall*; memcheck also takes its large case below.)
 # memcheck also takes 16-bit rows of every pattern through every route (the

@@ -107,12 +107,26 @@ struct CudaSelectorConfig {
   int cluster_ctas_per_sm = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
+  // > 0: every sampled bucket with N_cap >= kCudaKvSplitMinWidth takes the
+  // KV-split route with this many CTAs per row (2, 4 or 8), whatever M_cap:
+  // the grid may exceed the resident CTAs (the segment CTAs need no
+  // co-residency). A/B only: at M = 512 and 1024 it measured 1.09-2.2x
+  // slower than the persistent route (bench/NOTES.md, "Selector II", item
+  // 4). 0: the planner's rule (few rows only).
+  int32_t kv_split_force = 0;
+  // Diagnostics: a device array of max_rows x 8 words in which every row that
+  // SelectRow or the KV-split kernel selects stamps its start and end on
+  // %globaltimer (kernel_args.h, kTraceWords; topk-bench-gpu --trace); null
+  // (the default) costs one predicate per row.
+  unsigned long long* row_trace = nullptr;
 };
 
 // Rows with L below this take the exact route (measured crossover, bench/NOTES.md).
 inline constexpr int64_t kCudaMinSampledLength = 16384;
 // Narrowest bucket for which few rows are split over several CTAs.
 inline constexpr int64_t kCudaKvSplitMinWidth = 65536;
+// CTAs per row that kv_split_force asks of a sampled bucket (0: none).
+int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& config);
 // Largest K served with shared-memory output staging (fast paths).
 inline constexpr int32_t kCudaMaxFastK = 4096;
 // Largest K served at all (general path, global staging).

@@ -37,6 +37,8 @@ struct __align__(16) SharedState {
   uint32_t nan;
   float t0, t1;
   long long next_row;
+  // Thread 0's only: the row's words of KernelParams::row_trace while it runs.
+  unsigned long long* trace_row;
 };
 
 // The frontiers' shared arrays follow the state in dynamic shared memory:

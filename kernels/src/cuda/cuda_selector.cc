@@ -35,6 +35,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.prefetch = config.l2_prefetch ? 1 : 0;
   p.admit_ring = CudaUseAdmitRing(plan.shape, plan.block, config) ? 1 : 0;
   p.short_row_variant = config.short_row_variant;
+  p.row_trace = config.row_trace;
   if (plan.route == Route::kShortRowExact && (config.short_row_variant & kShortRowSharedRow)) {
     // Every row's 16-byte body, widened to FP32, takes at most 4 bytes a value.
     const int64_t bytes = (plan.shape.max_width * 4 + 15) / 16 * 16;

@@ -85,6 +85,24 @@ struct KernelParams {
   // kShortRowSharedRow: bytes of the CTA's row buffer (0: none; rows whose
   // body does not fit are read from global memory).
   int32_t short_row_buffer_bytes = 0;
+  // Diagnostics (CudaSelectorConfig::row_trace): per row kTraceWords words of
+  // %globaltimer stamps written by SelectRow's thread 0; null: off.
+  unsigned long long* row_trace = nullptr;
+};
+
+// row_trace layout per row: the row's start and end (ns, %globaltimer), the
+// SM that started it, and (one CTA per row) its clock64 cycles from start to
+// end. The words between are for stamps between the phases, which are not
+// written: they cost the certification pass registers (0 = not stamped).
+inline constexpr int kTraceWords = 8;
+enum TraceWord : int {
+  kTraceStart = 0,
+  kTraceProposal = 1,
+  kTraceAdmit = 2,
+  kTraceRefine = 3,
+  kTraceFinalize = 4,
+  kTraceSm = 5,
+  kTraceCycles = 6,
 };
 
 // KV-split per-row state, laid out as [max_rows headers][max_rows candidate

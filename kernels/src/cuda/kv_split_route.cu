@@ -31,6 +31,10 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   const int seg = static_cast<int>(blockIdx.x % p.split);
   if (r >= a.num_rows) return;
   const uint32_t tid = threadIdx.x;
+  // Diagnostics (p.row_trace): segment 0 stamps the row's start, the
+  // finisher its end (stamps between the phases cost the kernel registers).
+  const bool trace = p.row_trace != nullptr && tid == 0;
+  if (trace && seg == 0) TraceStamp(p.row_trace + r * kTraceWords, kTraceStart, false);
   const uint32_t k = static_cast<uint32_t>(p.k);
   const CtaStores<kB> c = MakeCtaStores(s, p);
   const Frontier& fa = c.fa;
@@ -142,6 +146,7 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   const uint32_t count = s.out_count;
   FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
   if (tid == 0) {
+    if (trace) TraceStamp(p.row_trace + r * kTraceWords, kTraceFinalize, false);
     if (a.row_status) a.row_status[r] = RowStatus::kOk;
     AddStat(p, Stat::kRows, 1);
     AddStat(p, Stat::kCandidates, C);

@@ -27,6 +27,29 @@ namespace topk::cuda {
 // variants: both run 1024 threads per SM at 64 registers.
 inline constexpr int kAdmitUnroll = 4;
 
+__device__ __forceinline__ unsigned long long GlobalTimerNs() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Diagnostics (KernelParams::row_trace): stamps word w of a row's trace
+// words t with the global timer; the start also records the SM and, with
+// cycles (one CTA runs the whole row), the clock, which the row's end turns
+// into the row's cycles.
+static __device__ __forceinline__ void TraceStamp(unsigned long long* t, int w,
+                                                  bool cycles = true) {
+  t[w] = GlobalTimerNs();
+  if (w == kTraceStart) {
+    uint32_t sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    t[kTraceSm] = sm;
+    if (cycles) t[kTraceCycles] = static_cast<unsigned long long>(clock64());
+  } else if (w == kTraceFinalize && cycles) {
+    t[kTraceCycles] = static_cast<unsigned long long>(clock64()) - t[kTraceCycles];
+  }
+}
+
 __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsigned long long v) {
   if (p.stats != nullptr) atomicAdd(&p.stats[static_cast<int>(stat)], v);
 }
@@ -57,8 +80,15 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
   if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   ClearHist(s);
   __syncthreads();
-  // Phase timers (tid 0's clock after each phase's closing barrier).
+  // Phase timers (tid 0's clock after each phase's closing barrier) and,
+  // with p.row_trace, the row's start and end on the global timer
+  // (TraceStamp; stamps between the phases cost the pass registers).
   long long clock_mark = clock64();
+  if (tid == 0 && p.row_trace != nullptr) {
+    // Kept in shared memory: no register lives through the row for it.
+    s.trace_row = p.row_trace + r * kTraceWords;
+    TraceStamp(s.trace_row, kTraceStart);
+  }
   auto lap = [&](Stat st) {
     if (tid == 0) {
       const long long now = clock64();
@@ -163,6 +193,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
   }
   __syncthreads();
   lap(Stat::kCyclesFinalize);
+  if (tid == 0 && p.row_trace != nullptr) TraceStamp(s.trace_row, kTraceFinalize);
 }
 
 }  // namespace topk::cuda

@@ -75,6 +75,16 @@ bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelect
          shape.max_width >= min_width;
 }
 
+int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& config) {
+  if (!config.enable_kv_split || config.kv_split_force <= 0 ||
+      shape.max_width < kCudaKvSplitMinWidth) {
+    return 0;
+  }
+  // The grid is an int32 of CTAs.
+  if (shape.max_rows * config.kv_split_force > (int64_t{1} << 30)) return 0;
+  return config.kv_split_force;
+}
+
 CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceInfo& device,
                                     const CudaSelectorConfig& config) {
   if (config.cluster_route < 0 || !config.enable_sampling || shape.k > kCudaMaxFastK ||
@@ -147,6 +157,11 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
     return absl::InvalidArgumentError(
         absl::StrFormat("ctas_per_sm_target = %d: 0, 2 or 4", config.ctas_per_sm_target));
   }
+  if (config.kv_split_force != 0 && config.kv_split_force != 2 && config.kv_split_force != 4 &&
+      config.kv_split_force != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kv_split_force = %d: 0, 2, 4 or 8", config.kv_split_force));
+  }
   Plan plan;
   plan.shape = shape;
   plan.options = options;
@@ -206,6 +221,15 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
         break;
       }
     }
+  }
+  // kv_split_force (A/B): every row split, the grid beyond the resident CTAs.
+  const int32_t forced_split = CudaForcedSplit(shape, config);
+  if (forced_split > 0 &&
+      (plan.route == Route::kPersistentSampled || plan.route == Route::kKvSplitSampled)) {
+    plan.route = Route::kKvSplitSampled;
+    plan.block = cuda::kThreads;
+    plan.split = forced_split;
+    plan.grid = static_cast<int32_t>(shape.max_rows * forced_split);
   }
   // Few long rows on thread-block clusters: each row split over one cluster
   // whose ranks all-reduce through distributed shared memory; clusters take
