@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/backends/backend.h"
+#include "server/backends/copy_bytes.h"
 #include "server/backends/copy_pool.h"
 
 namespace topk::server {
@@ -22,7 +23,9 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices();
 // one captured CUDA graph per plan bucket instead of launching kernels.
 // Each worker stages host rows on its own thread and on `copy_pool`'s
 // helpers, which every worker of the process shares.
+// `staging_stores` is how the copy writes the pinned staging.
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
-                                                       std::shared_ptr<CopyPool> copy_pool);
+                                                       std::shared_ptr<CopyPool> copy_pool,
+                                                       CopyStores staging_stores);
 
 }  // namespace topk::server
