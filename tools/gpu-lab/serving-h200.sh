@@ -509,7 +509,7 @@ PY
       server_bin=topk-server-main
     fi
     start_server "${flags[@]}"
-    lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=1 \
+    lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=1.5 \
       --warmup_s=0.5 --verify_every=10
     echo "inline-$variant: $(grep -E '^concurrency' "$raw/inline-64x131072-$variant.txt" |
       awk '{printf "c=%s %s req/s p50 %s ms srv %s ms; ", $2, $3, $6, $11}')" |
@@ -612,7 +612,7 @@ if has i12d; then
   fi
   log "i12d: inline 64 x 128K: streaming vs cached stores vs the previous server"
   for variant in new cached main; do
-    [ "$(left)" -gt 60 ] || { echo "inline-$variant skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+    [ "$(left)" -gt 55 ] || { echo "inline-$variant skipped (budget)" | tee -a "$out/summary.txt"; continue; }
     flags=(--cuda_devices=0)
     [ "$variant" = cached ] && flags+=(--staging_streaming_stores=false)
     if [ "$variant" = main ]; then
@@ -621,7 +621,7 @@ if has i12d; then
     fi
     start_server "${flags[@]}"
     lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=1 \
-      --warmup_s=0.5 --verify_every=10
+      --warmup_s=0.3 --verify_every=10
     echo "inline-$variant: $(grep -E '^concurrency' "$raw/inline-64x131072-$variant.txt" |
       awk '{printf "c=%s %s req/s p50 %s ms srv %s ms; ", $2, $3, $6, $11}')" |
       tee -a "$out/summary.txt"
