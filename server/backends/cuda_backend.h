@@ -1,7 +1,8 @@
 // The CUDA backend: topk::CudaSelector on one GPU. Each worker copies a
 // batch's rows once, from their sources into pinned staging (in chunks, on
-// the process's shared copy threads, each chunk uploaded on the worker's
-// stream as soon as it is staged), and replays one captured CUDA graph per plan bucket.
+// the process's shared copy threads, each run of chunks staged in order
+// uploaded on the worker's stream as soon as it is), and replays one captured
+// CUDA graph per plan bucket.
 // Without CUDA in the build the factories below report why.
 #pragma once
 
