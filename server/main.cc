@@ -59,6 +59,9 @@ ABSL_FLAG(int, cpu_threads, Defaults().backends.cpu_threads,
 ABSL_FLAG(int, copy_threads, Defaults().backends.copy_threads,
           "staging copy threads shared by the GPU workers (inline rows into pinned memory; "
           "-1: half the cores, at most 16; 0: each worker copies alone)");
+ABSL_FLAG(bool, staging_streaming_stores, Defaults().backends.staging_streaming_stores,
+          "the staging copy writes pinned memory with streaming (non-temporal) stores "
+          "instead of through the caches");
 ABSL_FLAG(int, queue_depth, Defaults().engine.queue_depth,
           "requests waiting per device before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_queue_delay_us, Defaults().engine.max_queue_delay_us,
@@ -272,6 +275,7 @@ int main(int argc, char** argv) {
   options.backends.workers = absl::GetFlag(FLAGS_workers);
   options.backends.cpu_threads = absl::GetFlag(FLAGS_cpu_threads);
   options.backends.copy_threads = absl::GetFlag(FLAGS_copy_threads);
+  options.backends.staging_streaming_stores = absl::GetFlag(FLAGS_staging_streaming_stores);
   options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.engine.max_queue_delay_us = absl::GetFlag(FLAGS_max_queue_delay_us);
   options.engine.limits = {.max_k = absl::GetFlag(FLAGS_max_k),

@@ -53,7 +53,7 @@ const float* StageParts(const SelectRows& rows, Staging staging_mode, std::byte*
   if (rows.parts.size() == 1) return StageOnHost(rows.source(), staging_mode, staging);
   for (const RowPart& part : rows.parts) {
     std::byte* dest = staging + part.element_offset * ScoreTypeBytes(rows.dtype);
-    part.source->CopyRange(0, part.source->size_bytes(), dest);
+    part.source->CopyRange(0, part.source->size_bytes(), dest, CopyStores::kCached);
   }
   return reinterpret_cast<const float*>(staging);
 }

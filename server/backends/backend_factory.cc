@@ -64,8 +64,9 @@ absl::StatusOr<Backends> CreateBackends(const BackendOptions& options) {
       const int workers = WorkersOr(options.workers, kDefaultWorkersPerGpu);
       auto copy_pool = std::make_shared<CopyPool>(CopyThreadsOr(options.copy_threads));
       for (int d : ordinals) {
-        absl::StatusOr<std::unique_ptr<Device>> device =
-            MakeCudaDevice(d, options.cuda_graphs, copy_pool);
+        absl::StatusOr<std::unique_ptr<Device>> device = MakeCudaDevice(
+            d, options.cuda_graphs, copy_pool,
+            options.staging_streaming_stores ? CopyStores::kStreaming : CopyStores::kCached);
         if (!device.ok()) return device.status();
         chosen.devices.push_back(*std::move(device));
       }

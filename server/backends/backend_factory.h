@@ -25,6 +25,9 @@ struct BackendOptions {
   // Staging copy threads shared by the GPU workers; -1: half the cores, at
   // most 16 (CopyPool::DefaultThreads).
   int copy_threads = -1;
+  // The staging copy writes pinned memory with streaming (non-temporal)
+  // stores: the DMA engine reads it next, so caching it gains nothing.
+  bool staging_streaming_stores = true;
   // Tests inject a device here (fault injection); when set it replaces the
   // `backend` choice and is the one device.
   std::function<std::unique_ptr<Device>()> device_factory;

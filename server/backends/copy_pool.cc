@@ -75,7 +75,10 @@ void CopyPool::Help() {
       };
       mu_.Await(absl::Condition(&wake));
       if (stop_) return;
+      // A task's `next` moves outside the lock: the one that made the
+      // condition true may have had its last index taken since.
       task = OpenTaskLocked();
+      if (task == nullptr) continue;
       ++task->joined;
       ++task->inside;
     }

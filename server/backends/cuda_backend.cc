@@ -17,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "server/backends/cuda_output.h"
 #include "server/backends/plan_buckets.h"
+#include "server/backends/staged_chunks.h"
 #include "spdlog/spdlog.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda/status.h"
@@ -44,10 +45,11 @@ class CudaWorker final : public WorkerBackend {
  public:
   static absl::StatusOr<std::unique_ptr<CudaWorker>> Create(int ordinal, bool use_graphs,
                                                             std::shared_ptr<CopyPool> copy_pool,
+                                                            CopyStores staging_stores,
                                                             const RequestLimits& limits) {
     if (absl::Status s = DeviceLost(UseDevice(ordinal)); !s.ok()) return s;
     auto worker = std::unique_ptr<CudaWorker>(
-        new CudaWorker(ordinal, use_graphs, std::move(copy_pool), limits));
+        new CudaWorker(ordinal, use_graphs, std::move(copy_pool), staging_stores, limits));
     absl::StatusOr<std::unique_ptr<CudaSelector>> selector =
         CudaSelector::Create(CudaSelectorConfig{.device = ordinal});
     if (!selector.ok()) return selector.status();
@@ -169,13 +171,15 @@ class CudaWorker final : public WorkerBackend {
 
  private:
   CudaWorker(int ordinal, bool use_graphs, std::shared_ptr<CopyPool> copy_pool,
-             const RequestLimits& limits)
+             CopyStores staging_stores, const RequestLimits& limits)
       : ordinal_(ordinal),
         use_graphs_(use_graphs),
+        staging_stores_(staging_stores),
         // Every chunk of the largest batch: its bytes in kStagingChunkBytes
         // pieces, plus one partial piece per part (at most one per row).
         chunks_(static_cast<size_t>(limits.max_batch_bytes) / kStagingChunkBytes +
                 static_cast<size_t>(limits.max_rows) + 1),
+        staged_(chunks_.size()),
         copy_pool_(std::move(copy_pool)) {}
 
   // Every buffer a request can need, for the largest request `limits` allow:
@@ -273,10 +277,12 @@ class CudaWorker final : public WorkerBackend {
   }
 
   // The batch's host rows into pinned staging (each part at its element
-  // offset) and up to the GPU, chunk by chunk: each chunk's upload is
-  // enqueued as soon as it is staged, so the copy engine moves earlier
-  // chunks while later ones are staged, and the copy threads stage several
-  // chunks at once (one core cannot copy at the link's speed).
+  // offset) and up to the GPU, chunk by chunk: the copy threads stage
+  // several chunks at once (one core cannot copy at the link's speed), and
+  // every run of chunks staged in order goes up as one upload as soon as it
+  // is, so the copy engine moves earlier chunks while later ones are staged.
+  // One thread at a time enqueues (StagedChunks), in order: the driver
+  // serialises calls on one stream anyway, and fewer calls cost less.
   absl::Status StageAndUpload(const SelectRows& rows) {
     size_t n = 0;
     for (const RowPart& part : rows.parts) {
@@ -295,27 +301,39 @@ class CudaWorker final : public WorkerBackend {
     cudaStream_t stream = stream_.get();
     std::atomic<int> first_error{cudaSuccess};
     const int ordinal = ordinal_;
-    copy_pool_->Run(static_cast<int64_t>(n), copy_pool_->threads(), [&](int64_t i) {
+    // Chunks [begin, end) up, one copy per run of them adjacent in staging
+    // (parts are staged back to back, so normally one).
+    const auto upload = [&](size_t begin, size_t end) {
       // The shared helpers serve every GPU: each selects this worker's
       // device before its first upload for it.
       thread_local int current = -1;
+      cudaError_t error = cudaSuccess;
       if (current != ordinal) {
-        const cudaError_t selected = cudaSetDevice(ordinal);
-        if (selected != cudaSuccess) {
-          int expected = cudaSuccess;
-          first_error.compare_exchange_strong(expected, selected);
-          return;
-        }
-        current = ordinal;
+        error = cudaSetDevice(ordinal);
+        if (error == cudaSuccess) current = ordinal;
       }
-      const StagingChunk& chunk = chunks_[i];
-      chunk.source->CopyRange(chunk.from, chunk.bytes, host + chunk.to);
-      const cudaError_t error = cudaMemcpyAsync(device + chunk.to, host + chunk.to, chunk.bytes,
-                                                cudaMemcpyHostToDevice, stream);
+      for (size_t run = begin; run < end && error == cudaSuccess;) {
+        size_t stop = run + 1;
+        while (stop < end && chunks_[stop].to == chunks_[stop - 1].to + chunks_[stop - 1].bytes) {
+          ++stop;
+        }
+        const size_t bytes = chunks_[stop - 1].to + chunks_[stop - 1].bytes - chunks_[run].to;
+        error = cudaMemcpyAsync(device + chunks_[run].to, host + chunks_[run].to, bytes,
+                                cudaMemcpyHostToDevice, stream);
+        run = stop;
+      }
       int expected = cudaSuccess;
       if (error != cudaSuccess) first_error.compare_exchange_strong(expected, error);
+    };
+    staged_.Reset(n);
+    const CopyStores stores = staging_stores_;
+    copy_pool_->Run(static_cast<int64_t>(n), copy_pool_->threads(), [&](int64_t i) {
+      const StagingChunk& chunk = chunks_[i];
+      chunk.source->CopyRange(chunk.from, chunk.bytes, host + chunk.to, stores);
+      staged_.Staged(static_cast<size_t>(i), upload);
     });
     TOPK_CUDA_RETURN_IF_ERROR(static_cast<cudaError_t>(first_error.load()));
+    if (staged_.handed_on() != n) return absl::InternalError("staging: a chunk was not uploaded");
     return absl::OkStatus();
   }
 
@@ -402,7 +420,9 @@ class CudaWorker final : public WorkerBackend {
 
   int ordinal_;
   bool use_graphs_;
+  CopyStores staging_stores_;
   std::vector<StagingChunk> chunks_;  // sized at start
+  StagedChunks staged_;               // as many as chunks_
   std::shared_ptr<CopyPool> copy_pool_;
   std::unique_ptr<CudaSelector> selector_;
   cuda::Stream stream_;
@@ -431,9 +451,10 @@ class CudaWorker final : public WorkerBackend {
 
 absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateCudaWorker(int ordinal, bool use_graphs,
                                                                 std::shared_ptr<CopyPool> copy_pool,
+                                                                CopyStores staging_stores,
                                                                 const RequestLimits& limits) {
   absl::StatusOr<std::unique_ptr<CudaWorker>> worker =
-      CudaWorker::Create(ordinal, use_graphs, std::move(copy_pool), limits);
+      CudaWorker::Create(ordinal, use_graphs, std::move(copy_pool), staging_stores, limits);
   if (!worker.ok()) return worker.status();
   return std::unique_ptr<WorkerBackend>(*std::move(worker));
 }

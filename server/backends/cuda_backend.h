@@ -1,7 +1,8 @@
 // The CUDA backend: topk::CudaSelector on one GPU. Each worker copies a
 // batch's rows once, from their sources into pinned staging (in chunks, on
-// the process's shared copy threads, each chunk uploaded on the worker's
-// stream as soon as it is staged), and replays one captured CUDA graph per plan bucket.
+// the process's shared copy threads, each run of chunks staged in order
+// uploaded on the worker's stream as soon as it is), and replays one captured
+// CUDA graph per plan bucket.
 // Without CUDA in the build the factories below report why.
 #pragma once
 
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/backends/backend.h"
+#include "server/backends/copy_bytes.h"
 #include "server/backends/copy_pool.h"
 
 namespace topk::server {
@@ -22,7 +24,9 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices();
 // one captured CUDA graph per plan bucket instead of launching kernels.
 // Each worker stages host rows on its own thread and on `copy_pool`'s
 // helpers, which every worker of the process shares.
+// `staging_stores` is how the copy writes the pinned staging.
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
-                                                       std::shared_ptr<CopyPool> copy_pool);
+                                                       std::shared_ptr<CopyPool> copy_pool,
+                                                       CopyStores staging_stores);
 
 }  // namespace topk::server

@@ -27,7 +27,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
 }
 
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool /*use_graphs*/,
-                                                       std::shared_ptr<CopyPool> /*copy_pool*/) {
+                                                       std::shared_ptr<CopyPool> /*copy_pool*/,
+                                                       CopyStores /*staging_stores*/) {
   return absl::UnimplementedError(
       absl::StrCat("CUDA device ", ordinal, ": the server was built without CUDA"));
 }
@@ -39,10 +40,11 @@ namespace {
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, bool use_graphs, std::shared_ptr<CopyPool> copy_pool,
-             DeviceDescription description)
+             CopyStores staging_stores, DeviceDescription description)
       : ordinal_(ordinal),
         use_graphs_(use_graphs),
         copy_pool_(std::move(copy_pool)),
+        staging_stores_(staging_stores),
         description_(std::move(description)) {}
 
   std::string backend_name() const override { return "cuda"; }
@@ -61,13 +63,14 @@ class CudaDevice final : public Device {
 
   absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) override {
-    return CreateCudaWorker(ordinal_, use_graphs_, copy_pool_, limits);
+    return CreateCudaWorker(ordinal_, use_graphs_, copy_pool_, staging_stores_, limits);
   }
 
  private:
   int ordinal_;
   bool use_graphs_;
   std::shared_ptr<CopyPool> copy_pool_;
+  CopyStores staging_stores_;
   DeviceDescription description_;
 };
 
@@ -97,7 +100,8 @@ absl::StatusOr<std::vector<int>> UsableCudaDevices() {
 }
 
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_graphs,
-                                                       std::shared_ptr<CopyPool> copy_pool) {
+                                                       std::shared_ptr<CopyPool> copy_pool,
+                                                       CopyStores staging_stores) {
   absl::StatusOr<cudaDeviceProp> prop = Properties(ordinal);
   if (!prop.ok()) return DeviceLost(prop.status());
   DeviceDescription description{.ordinal = ordinal,
@@ -110,7 +114,7 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal, bool use_gra
     if (CheckCudaScoreType(type).ok()) description.score_types.push_back(type);
   }
   return std::unique_ptr<Device>(std::make_unique<CudaDevice>(
-      ordinal, use_graphs, std::move(copy_pool), std::move(description)));
+      ordinal, use_graphs, std::move(copy_pool), staging_stores, std::move(description)));
 }
 
 #endif  // TOPK_HAVE_CUDA

@@ -24,6 +24,7 @@ inline absl::Status DeviceLost(const absl::Status& status) {
 // (MakeCudaDevice's parameters otherwise).
 absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateCudaWorker(int ordinal, bool use_graphs,
                                                                 std::shared_ptr<CopyPool> copy_pool,
+                                                                CopyStores staging_stores,
                                                                 const RequestLimits& limits);
 
 }  // namespace topk::server

@@ -4,8 +4,9 @@
 
 namespace topk::server {
 
-void ContiguousRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
-  if (bytes > 0) std::memcpy(dest, bytes_.data() + offset, bytes);
+void ContiguousRows::CopyRange(size_t offset, size_t bytes, std::byte* dest,
+                               CopyStores stores) const {
+  CopyBytes(dest, reinterpret_cast<const std::byte*>(bytes_.data()) + offset, bytes, stores);
 }
 
 const float* ContiguousRows::InPlaceHostFloats() const {
@@ -13,14 +14,14 @@ const float* ContiguousRows::InPlaceHostFloats() const {
   return reinterpret_cast<const float*>(bytes_.data());
 }
 
-void RegionRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
+void RegionRows::CopyRange(size_t offset, size_t bytes, std::byte* dest, CopyStores stores) const {
   if (device_ordinal_ >= 0) {
     // Unreachable by construction (see the header). Should it ever happen,
     // all-NaN bytes make the request fail (kNan) instead of answering wrong.
     std::memset(dest, 0xff, bytes);
     return;
   }
-  if (bytes > 0) std::memcpy(dest, data_ + offset, bytes);
+  CopyBytes(dest, data_ + offset, bytes, stores);
 }
 
 const float* RegionRows::InPlaceHostFloats() const {
@@ -38,7 +39,7 @@ const float* StageOnHost(const RowSource& rows, Staging staging_mode, std::byte*
   if (staging_mode == Staging::kInPlaceWhenPossible) {
     if (const float* in_place = rows.InPlaceHostFloats(); in_place != nullptr) return in_place;
   }
-  rows.CopyRange(0, rows.size_bytes(), staging);
+  rows.CopyRange(0, rows.size_bytes(), staging, CopyStores::kCached);
   return reinterpret_cast<const float*>(staging);
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
+#include "server/backends/copy_bytes.h"
 
 namespace topk::server {
 
@@ -27,8 +28,9 @@ class RowSource {
   virtual size_t size_bytes() const = 0;
 
   // Copies bytes [offset, offset + bytes) to `dest`, which holds at least
-  // `bytes`. Safe to call from any thread while the source is alive.
-  virtual void CopyRange(size_t offset, size_t bytes, std::byte* dest) const = 0;
+  // `bytes`, with `stores` (copy_bytes.h). Safe to call from any thread while
+  // the source is alive.
+  virtual void CopyRange(size_t offset, size_t bytes, std::byte* dest, CopyStores stores) const = 0;
 
   // The floats in place, when they already are contiguous, 4-byte aligned
   // host memory that lives as long as the source; nullptr otherwise.
@@ -47,7 +49,7 @@ class ContiguousRows final : public RowSource {
   explicit ContiguousRows(absl::string_view bytes) : bytes_(bytes) {}
 
   size_t size_bytes() const override { return bytes_.size(); }
-  void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
+  void CopyRange(size_t offset, size_t bytes, std::byte* dest, CopyStores stores) const override;
   // Null when the buffer is misaligned: the selectors need aligned floats.
   const float* InPlaceHostFloats() const override;
 
@@ -67,7 +69,7 @@ class RegionRows final : public RowSource {
   size_t size_bytes() const override { return bytes_; }
   // Host regions only: a GPU region is read on its device, never staged
   // (the engine runs its requests on that device's CUDA workers).
-  void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
+  void CopyRange(size_t offset, size_t bytes, std::byte* dest, CopyStores stores) const override;
   const float* InPlaceHostFloats() const override;
   int32_t device_ordinal() const override { return device_ordinal_; }
   const float* InPlaceDeviceFloats() const override;

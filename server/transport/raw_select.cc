@@ -208,7 +208,8 @@ ByteBufferRows::ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, i
   }
 }
 
-void ByteBufferRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) const {
+void ByteBufferRows::CopyRange(size_t offset, size_t bytes, std::byte* dest,
+                               CopyStores stores) const {
   if (bytes == 0 || piece_start_.empty()) return;
   // The last piece starting at or before `offset`.
   size_t p =
@@ -219,7 +220,7 @@ void ByteBufferRows::CopyRange(size_t offset, size_t bytes, std::byte* dest) con
     const size_t end =
         p + 1 < piece_start_.size() ? piece_start_[p + 1] : static_cast<size_t>(size_);
     const size_t take = std::min(bytes, end - piece_start_[p] - within);
-    std::memcpy(dest, piece_data_[p] + within, take);
+    CopyBytes(dest, piece_data_[p] + within, take, stores);
     dest += take;
     bytes -= take;
     within = 0;

@@ -52,7 +52,7 @@ class ByteBufferRows final : public RowSource {
  public:
   ByteBufferRows(const grpc::ByteBuffer* buffer, int64_t offset, int64_t size);
   size_t size_bytes() const override { return static_cast<size_t>(size_); }
-  void CopyRange(size_t offset, size_t bytes, std::byte* dest) const override;
+  void CopyRange(size_t offset, size_t bytes, std::byte* dest, CopyStores stores) const override;
 
  private:
   int64_t size_;

@@ -119,7 +119,8 @@ void ExpectSameRequest(const RawSelectRequest& raw, const grpc::ByteBuffer& buff
   ASSERT_EQ(raw.scores_size, static_cast<int64_t>(scores.size())) << hex;
   std::string copied(scores.size(), '\0');
   ByteBufferRows(&buffer, raw.scores_offset, raw.scores_size)
-      .CopyRange(0, scores.size(), reinterpret_cast<std::byte*>(copied.data()));
+      .CopyRange(0, scores.size(), reinterpret_cast<std::byte*>(copied.data()),
+                 CopyStores::kCached);
   ASSERT_EQ(copied, scores) << hex;
 }
 

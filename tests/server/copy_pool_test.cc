@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "server/backends/staged_chunks.h"
 
 namespace topk::server {
 namespace {
@@ -92,6 +93,54 @@ TEST(CopyPool, DefaultThreadsAreHalfTheCoresAtMostSixteen) {
   EXPECT_EQ(CopyPool::DefaultThreads(16), 8);
   EXPECT_EQ(CopyPool::DefaultThreads(32), 16);
   EXPECT_EQ(CopyPool::DefaultThreads(128), 16);
+}
+
+// StagedChunks over the pool, as the CUDA staging uses it: every chunk
+// handed on exactly once, in index order, in ranges that never overlap or
+// run concurrently, over many rounds of one object, whatever order the
+// threads stage in.
+TEST(StagedChunks, EveryChunkHandedOnOnceInOrderByOneThreadAtATime) {
+  CopyPool pool(3);
+  StagedChunks staged(257);
+  EXPECT_EQ(staged.capacity(), 257u);
+  for (int round = 0; round < 400; ++round) {
+    const size_t n = 1 + (round * 37) % 257;
+    staged.Reset(n);
+    std::vector<std::pair<size_t, size_t>> ranges;  // appended by the handing-on thread only
+    std::atomic<int> inside{0};
+    std::atomic<bool> overlapped{false};
+    pool.Run(static_cast<int64_t>(n), 3, [&](int64_t i) {
+      staged.Staged(static_cast<size_t>(i), [&](size_t begin, size_t end) {
+        if (inside.fetch_add(1) != 0) overlapped = true;
+        ranges.emplace_back(begin, end);
+        inside.fetch_sub(1);
+      });
+    });
+    ASSERT_FALSE(overlapped.load()) << "round " << round;
+    ASSERT_EQ(staged.handed_on(), n) << "round " << round;
+    size_t expect = 0;
+    for (const auto& [begin, end] : ranges) {
+      ASSERT_EQ(begin, expect) << "round " << round;
+      ASSERT_GT(end, begin) << "round " << round;
+      expect = end;
+    }
+    ASSERT_EQ(expect, n) << "round " << round;
+  }
+}
+
+TEST(StagedChunks, AChunkStagedOutOfOrderWaitsForTheOnesBeforeIt) {
+  StagedChunks staged(4);
+  staged.Reset(4);
+  std::vector<std::pair<size_t, size_t>> ranges;
+  const auto record = [&](size_t begin, size_t end) { ranges.emplace_back(begin, end); };
+  staged.Staged(2, record);
+  staged.Staged(1, record);
+  EXPECT_TRUE(ranges.empty());
+  EXPECT_EQ(staged.handed_on(), 0u);
+  staged.Staged(0, record);
+  staged.Staged(3, record);
+  EXPECT_EQ(ranges, (std::vector<std::pair<size_t, size_t>>{{0, 3}, {3, 4}}));
+  EXPECT_EQ(staged.handed_on(), 4u);
 }
 
 }  // namespace

@@ -44,7 +44,8 @@ TEST(RawSelect, MatchesProtobufAcrossSliceSizes) {
     ASSERT_EQ(raw.scores_size, static_cast<int64_t>(scores.size()));
     std::string copied(scores.size(), '\0');
     ByteBufferRows(&buffer, raw.scores_offset, raw.scores_size)
-        .CopyRange(0, scores.size(), reinterpret_cast<std::byte*>(copied.data()));
+        .CopyRange(0, scores.size(), reinterpret_cast<std::byte*>(copied.data()),
+                   CopyStores::kCached);
     EXPECT_EQ(copied, scores) << piece;
   }
 }

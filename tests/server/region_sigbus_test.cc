@@ -17,6 +17,7 @@
 #include "region_gated_device.h"
 #include "region_test_util.h"
 #include "server/backends/region.h"
+#include "server/backends/row_source.h"
 #include "server/backends/shm_guard.h"
 
 namespace topk::server::test {
@@ -55,6 +56,44 @@ TEST(ShmGuard, AFaultInAGuardedMappingReadsZerosAndPoisonsIt) {
   const absl::Status intact = (*region)->CheckIntact();
   EXPECT_EQ(intact.code(), absl::StatusCode::kFailedPrecondition) << intact;
   EXPECT_TRUE(absl::StrContains(intact.message(), "poisoned")) << intact;
+}
+
+// The CUDA backend's staging copy (streaming stores, several threads at
+// once) over a region shrunk under it: every thread's faults are repaired,
+// the copies complete with zeros where the lost pages were, and the region
+// is poisoned.
+TEST(ShmGuard, StreamingCopiesOnSeveralThreadsOfAShrunkRegionReadZeros) {
+  const std::string name = UniqueShmName("stream");
+  const size_t bytes = size_t{4} << 20;
+  absl::StatusOr<client::SharedMemorySegment> segment =
+      client::SharedMemorySegment::Create(name, bytes);
+  ASSERT_TRUE(segment.ok()) << segment.status();
+  for (size_t i = 0; i < bytes; ++i) segment->data()[i] = std::byte{0x5a};
+  absl::StatusOr<std::unique_ptr<Region>> region = OpenShmRegion(name, 0, bytes);
+  ASSERT_TRUE(region.ok()) << region.status();
+  const RegionRows rows((*region)->data(), bytes, -1);
+  Shrink(name);
+  constexpr int kThreads = 4;
+  constexpr size_t kChunk = size_t{64} << 10;
+  std::vector<std::vector<std::byte>> copies(kThreads, std::vector<std::byte>(bytes / kThreads));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const size_t first = t * (bytes / kThreads);
+      for (size_t at = 0; at < bytes / kThreads; at += kChunk) {
+        // Unaligned by one byte: the head, the body and the tail each fault.
+        const size_t from = at == 0 ? 0 : at - 1;
+        rows.CopyRange(first + from, kChunk, copies[t].data() + from, CopyStores::kStreaming);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_TRUE((*region)->poisoned());
+  for (int t = 0; t < kThreads; ++t) {
+    for (size_t i = 0; i < copies[t].size(); i += 4093) {
+      ASSERT_EQ(copies[t][i], std::byte{0}) << "thread " << t << " byte " << i;
+    }
+  }
 }
 
 TEST(ShmGuard, AFaultElsewhereStillEndsTheProcess) {

@@ -30,10 +30,15 @@ grpc::ByteBuffer Sliced(const std::string& bytes, size_t piece) {
   return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
+// The range copied with both kinds of stores; they must agree byte for byte.
 std::string CopyOut(const RowSource& source, size_t offset, size_t bytes) {
-  std::string out(bytes, '\0');
-  source.CopyRange(offset, bytes, reinterpret_cast<std::byte*>(out.data()));
-  return out;
+  std::string cached(bytes, '\0');
+  source.CopyRange(offset, bytes, reinterpret_cast<std::byte*>(cached.data()), CopyStores::kCached);
+  std::string streamed(bytes, '\0');
+  source.CopyRange(offset, bytes, reinterpret_cast<std::byte*>(streamed.data()),
+                   CopyStores::kStreaming);
+  EXPECT_EQ(streamed, cached) << "offset " << offset << " bytes " << bytes;
+  return cached;
 }
 
 TEST(RowSource, ByteBufferRowsCopyEveryRangeAcrossSliceBoundaries) {
@@ -50,6 +55,40 @@ TEST(RowSource, ByteBufferRowsCopyEveryRangeAcrossSliceBoundaries) {
       EXPECT_EQ(CopyOut(rows, offset, bytes), message.substr(scores_offset + offset, bytes))
           << "piece " << piece << " offset " << offset;
     }
+  }
+}
+
+TEST(CopyBytes, StreamingStoresCopyEveryByteAtAnyAlignmentAndLength) {
+  // Lengths around the streaming threshold and the 64-byte body, source and
+  // destination at every offset within a line: head, body and tail all
+  // exercised, and the bytes around the destination untouched.
+  const std::string source = Pattern(70000);
+  for (size_t length : {size_t{0}, size_t{1}, size_t{63}, size_t{4095}, size_t{4096}, size_t{4097},
+                        size_t{65536 + 13}}) {
+    for (size_t src_at : {size_t{0}, size_t{1}, size_t{7}, size_t{16}, size_t{63}}) {
+      for (size_t dest_at : {size_t{0}, size_t{3}, size_t{8}, size_t{17}, size_t{64}}) {
+        if (src_at + length > source.size()) continue;
+        std::string dest(length + 200, '\x5a');
+        CopyBytes(reinterpret_cast<std::byte*>(dest.data()) + dest_at,
+                  reinterpret_cast<const std::byte*>(source.data()) + src_at, length,
+                  CopyStores::kStreaming);
+        ASSERT_EQ(dest.substr(dest_at, length), source.substr(src_at, length))
+            << "length " << length << " src " << src_at << " dest " << dest_at;
+        ASSERT_EQ(dest.substr(0, dest_at), std::string(dest_at, '\x5a'));
+        ASSERT_EQ(dest.substr(dest_at + length), std::string(200 - dest_at, '\x5a'));
+      }
+    }
+  }
+}
+
+TEST(RowSource, ByteBufferRowsStreamLargeRangesAcrossSlices) {
+  // Ranges long enough for the streaming body, crossing 4 KiB + 3 byte slices.
+  const std::string message = Pattern(200003);
+  const grpc::ByteBuffer buffer = Sliced(message, 4099);
+  const ByteBufferRows rows(&buffer, 3, 200000);
+  for (const auto& [offset, bytes] :
+       {std::pair<size_t, size_t>{0, 200000}, {5, 131072}, {4096, 65539}}) {
+    EXPECT_EQ(CopyOut(rows, offset, bytes), message.substr(3 + offset, bytes)) << offset;
   }
 }
 

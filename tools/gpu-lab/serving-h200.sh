@@ -35,6 +35,12 @@
 #   staging:  the inline staging alone (staging_bench): copy threads x gRPC
 #             slice sizes, the copy with and without the per-chunk upload,
 #             against one pinned upload of the same 33.5 MB
+#   i12d:     issue 12's last figures inside I12D_BUDGET_S (default 150): the
+#             staging alone by threads, chunk and slice size, stores and
+#             upload form; inline 64 x 128K with streaming vs cached stores
+#             vs the previous server (-main); 64 rows per request by IPC
+#             (256K and 1M wide, verified 1 in 1000) on one GPU vs two, with
+#             each GPU's busy share; the suites and the torch client
 # Every loadgen step verifies answers; one CSV (serving_h200.csv, a `run`
 # column naming the configuration) and summary.txt go to OUT_DIR.
 # Usage: serving-h200.sh ROOT OUT_DIR [steps]   (steps: comma separated)
@@ -71,6 +77,64 @@ lg() {
   echo "$run rc=$?" >>"$out/summary.txt"
   [ -s "$csv" ] || { printf 'run,'; head -1 "$raw/$run.csv"; } >"$csv"
   tail -n +2 "$raw/$run.csv" | sed "s/^/$run,/" >>"$csv"
+}
+
+cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# mg RUN "loadgen-a flags" ["loadgen-b flags"] (the multigpu and gpubound
+# steps; they set left(), base and loadgen_bin): one or two loadgens at once
+# on the running server (word-split flags); their steps go to the CSV as
+# RUN-a / RUN-b, and summary.txt gets the host's busy share, the server's
+# CPU seconds and each loadgen's rate and CPU seconds.
+mg() {
+  local run=$1 a=$2 b=${3:-} other=
+  [ "$(left)" -gt 9 ] || { echo "$run skipped (budget)" | tee -a "$out/summary.txt"; return; }
+  read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+  local busy0=$((u + n + sy + irq + sirq)) total0 srv0
+  total0=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+  srv0=$(cpu_of "$server")
+  if [ -n "$b" ]; then
+    # shellcheck disable=SC2086
+    timeout 60 "$bin/$loadgen_bin" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
+      --progress=false "${base[@]}" $b --csv="$raw/$run-b.csv" >"$raw/$run-b.txt" 2>&1 &
+    other=$!
+  fi
+  # Which processes hold a context on which GPU, 2 s in (each loadgen
+  # should be on its own GPU only).
+  (sleep 2; nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader
+    nvidia-smi -L; ps -eo pid,args | grep -E 'topk-(server|loadgen)' | grep -v grep) \
+    >"$raw/$run.apps" 2>&1 &
+  local apps=$!
+  # Each GPU's busy share (kernels running) every 200 ms over the measured window.
+  (sleep 1.2; timeout 1.8 nvidia-smi --query-gpu=index,utilization.gpu \
+    --format=csv,noheader,nounits -lms 200) >"$raw/$run.util" 2>/dev/null &
+  local util=$!
+  # shellcheck disable=SC2086
+  lg "$run-a" "${base[@]}" $a
+  wait "$apps" "$util"
+  # The server's CPU seconds so far by thread name (since this server started).
+  for task in /proc/"$server"/task/*; do
+    printf '%s %s\n' "$(tr ' ' _ <"$task/comm")" "$(awk '{print $14 + $15}' "$task/stat")"
+  done 2>/dev/null | awk '{t[$1] += $2; n[$1]++} END {for (k in t) printf "%s x%d %d\n", k, n[k], t[k]}' |
+    sort -k3 -nr >"$raw/$run.server-threads"
+  if [ -n "$other" ]; then
+    wait "$other"
+    echo "$run-b rc=$?" >>"$out/summary.txt"
+    tail -n +2 "$raw/$run-b.csv" | sed "s/^/$run-b,/" >>"$csv"
+  fi
+  read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
+  local busy1=$((u + n + sy + irq + sirq)) total1
+  total1=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
+  local line="$run: host busy $((100 * (busy1 - busy0) / (total1 - total0 + 1)))% of $(nproc)"
+  line+=" cores, server cpu $(($(cpu_of "$server") - srv0))/100 s"
+  for side in a b; do
+    [ -s "$raw/$run-$side.txt" ] || continue
+    line+="; $side: $(grep -E '^concurrency' "$raw/$run-$side.txt" |
+      awk '{printf "%s req/s p50 %s ms", $3, $6}') $(grep -E 'client cpu|gpu[0-9]:' \
+      "$raw/$run-$side.txt" | sed 's/^ *//' | tr '\n' ' ')"
+  done
+  line+="; gpu busy % (mean of samples): $(awk -F', *' '{s[$1] += $2; n[$1]++} END {
+    for (g in s) printf "gpu%s %.0f ", g, s[g] / n[g]}' "$raw/$run.util" 2>/dev/null)"
+  echo "$line" | tee -a "$out/summary.txt"
 }
 
 if has suites; then
@@ -376,56 +440,6 @@ if has multigpu; then
   decode=(--transport="$tr" --call=pipeline --workload=decode --rows_per_request=4 --width=262144
     --duration_s=2 --warmup_s=1)
   base=("${decode[@]}")  # what mg's loadgens run with; the Echo runs swap it
-  cpu_of() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
-  # mg RUN "loadgen-a flags" ["loadgen-b flags"]: one or two loadgens at once
-  # on the running server (word-split flags); their steps go to the CSV as
-  # RUN-a / RUN-b, and summary.txt gets the host's busy share, the server's
-  # CPU seconds and each loadgen's rate and CPU seconds.
-  mg() {
-    local run=$1 a=$2 b=${3:-} other=
-    [ "$(left)" -gt 9 ] || { echo "$run skipped (budget)" | tee -a "$out/summary.txt"; return; }
-    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
-    local busy0=$((u + n + sy + irq + sirq)) total0 srv0
-    total0=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
-    srv0=$(cpu_of "$server")
-    if [ -n "$b" ]; then
-      # shellcheck disable=SC2086
-      timeout 60 "$bin/$loadgen_bin" --target="unix:$sock" --k=2048 --lengths=full --variants=2 \
-        --progress=false "${base[@]}" $b --csv="$raw/$run-b.csv" >"$raw/$run-b.txt" 2>&1 &
-      other=$!
-    fi
-    # Which processes hold a context on which GPU, 2 s in (each loadgen
-    # should be on its own GPU only).
-    (sleep 2; nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader
-      nvidia-smi -L; ps -eo pid,args | grep -E 'topk-(server|loadgen)' | grep -v grep) \
-      >"$raw/$run.apps" 2>&1 &
-    local apps=$!
-    # shellcheck disable=SC2086
-    lg "$run-a" "${base[@]}" $a
-    wait "$apps"
-    # The server's CPU seconds so far by thread name (since this server started).
-    for task in /proc/"$server"/task/*; do
-      printf '%s %s\n' "$(tr ' ' _ <"$task/comm")" "$(awk '{print $14 + $15}' "$task/stat")"
-    done 2>/dev/null | awk '{t[$1] += $2; n[$1]++} END {for (k in t) printf "%s x%d %d\n", k, n[k], t[k]}' |
-      sort -k3 -nr >"$raw/$run.server-threads"
-    if [ -n "$other" ]; then
-      wait "$other"
-      echo "$run-b rc=$?" >>"$out/summary.txt"
-      tail -n +2 "$raw/$run-b.csv" | sed "s/^/$run-b,/" >>"$csv"
-    fi
-    read -r _ u n sy _ _ irq sirq _ <<<"$(head -1 /proc/stat)"
-    local busy1=$((u + n + sy + irq + sirq)) total1
-    total1=$(awk 'NR==1 {t=0; for (i=2;i<=NF;i++) t+=$i; print t}' /proc/stat)
-    local line="$run: host busy $((100 * (busy1 - busy0) / (total1 - total0 + 1)))% of $(nproc)"
-    line+=" cores, server cpu $(($(cpu_of "$server") - srv0))/100 s"
-    for side in a b; do
-      [ -s "$raw/$run-$side.txt" ] || continue
-      line+="; $side: $(grep -E '^concurrency' "$raw/$run-$side.txt" |
-        awk '{printf "%s req/s p50 %s ms", $3, $6}') $(grep -E 'client cpu|gpu[0-9]:' \
-        "$raw/$run-$side.txt" | sed 's/^ *//' | tr '\n' ' ')"
-    done
-    echo "$line" | tee -a "$out/summary.txt"
-  }
   log "multigpu: IPC decode load, 64 clients, one GPU vs two (these binaries, then main's)"
   two=0
   [ "$gpus" -ge 2 ] && two=1
@@ -536,6 +550,100 @@ PY
     echo "region_cuda_test skipped (budget)" | tee -a "$out/summary.txt"
   fi
   echo "multigpu: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
+fi
+
+if has i12d; then
+  # Issue 12's last figures inside I12D_BUDGET_S (default 150), the suites
+  # first (the validation must not be the part cut for time; region_cuda_test
+  # and the torch client run beside the others: checks, not timings); then
+  # the staging alone (staging_bench); 64 x 128K inline at 1 and 8 clients
+  # with this server (streaming stores, in-order uploads), the same with
+  # cached stores, and the previous server (-main: per-chunk uploads from
+  # every copying thread, cached stores); then a load the GPUs bound (64 rows
+  # per request by IPC, answers verified 1 in 1000) on one GPU vs two, as one
+  # loadgen spread over both and one per GPU, same total clients, with each
+  # GPU's busy share.
+  budget=${I12D_BUDGET_S:-150}
+  began=$SECONDS
+  left() { echo $((budget - (SECONDS - began))); }
+  log "i12d: suites on the CUDA backend"
+  (TOPK_SERVER_BINARY=$bin/topk-server timeout 70 "$bin/region_cuda_test" \
+    >"$raw/region_cuda_test.log" 2>&1; echo "region_cuda_test rc=$?" >"$raw/region_cuda_test.rc") &
+  cuda_ipc=$!
+  (pysock=/tmp/topk-serving-py.sock
+    rm -f "$pysock"
+    "$bin/topk-server" --backend=cuda --enable_regions --listen="unix:$pysock" --metrics_listen= \
+      --max_k=2048 >"$raw/py-server.log" 2>&1 &
+    pyserver=$!
+    for _ in $(seq 300); do [ -S "$pysock" ] && break; sleep 0.1; done
+    pyroot=$root/python
+    # Stubs from this machine's own protoc when it has one (as the suites step).
+    if python3 -c "import grpc_tools" 2>/dev/null; then
+      rm -rf /tmp/pystubs && mkdir -p /tmp/pystubs && cp -r "$root/python/topk_client" /tmp/pystubs/ &&
+        python3 -m grpc_tools.protoc --proto_path="$root/proto" \
+          --python_out=/tmp/pystubs/topk_client/_proto \
+          --grpc_python_out=/tmp/pystubs/topk_client/_proto "$root/proto/topk/v1/topk.proto" &&
+        pyroot=/tmp/pystubs
+    fi
+    PYTHONPATH=$pyroot timeout 60 python3 "$root/python-tests/torch_ipc_test.py" \
+      --target "unix:$pysock" >"$raw/torch_ipc_test.log" 2>&1
+    echo "torch_ipc_test rc=$?" >"$raw/torch_ipc_test.rc"
+    kill -TERM "$pyserver"; wait "$pyserver") &
+  torch_ipc=$!
+  for t in coalescing_test region_pipeline_test region_select_test region_fault_test \
+    region_sigbus_test half_precision_test; do
+    [ -x "$bin/$t" ] || { echo "$t: not packed" | tee -a "$out/summary.txt"; continue; }
+    t0=$SECONDS
+    TOPK_TEST_BACKEND=cuda REGION_SESSION_CHILD=$bin/region_session_child timeout 60 \
+      "$bin/$t" >"$raw/$t.log" 2>&1
+    echo "$t rc=$? $((SECONDS - t0)) s $(grep -E '^\[  (PASSED|FAILED)' "$raw/$t.log" |
+      tr '\n' ' ')" | tee -a "$out/summary.txt"
+  done
+  wait "$cuda_ipc" "$torch_ipc"
+  echo "$(cat "$raw/region_cuda_test.rc") $(grep -E '^\[  (PASSED|FAILED)' \
+    "$raw/region_cuda_test.log" | tr '\n' ' ')" | tee -a "$out/summary.txt"
+  echo "$(cat "$raw/torch_ipc_test.rc") $(tail -3 "$raw/torch_ipc_test.log" | tr '\n' ' ')" |
+    tee -a "$out/summary.txt"
+  log "i12d: the inline staging alone (64 x 128K FP32), GPU 0"
+  if [ -x "$bin/staging_bench" ]; then
+    timeout 40 "$bin/staging_bench" --threads=1,4,8,16 --slice_bytes=16384,262144,33554432 \
+      --chunk_bytes=262144,524288,2097152 --repeats=9 >"$out/staging_bench.txt" 2>&1
+    echo "staging_bench rc=$? $((SECONDS - began)) s" | tee -a "$out/summary.txt"
+  fi
+  log "i12d: inline 64 x 128K: streaming vs cached stores vs the previous server"
+  for variant in new cached main; do
+    [ "$(left)" -gt 55 ] || { echo "inline-$variant skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+    flags=(--cuda_devices=0)
+    [ "$variant" = cached ] && flags+=(--staging_streaming_stores=false)
+    if [ "$variant" = main ]; then
+      [ -x "$bin/topk-server-main" ] || continue
+      server_bin=topk-server-main
+    fi
+    start_server "${flags[@]}"
+    lg "inline-64x131072-$variant" --rows=64 --width=131072 --concurrency=1,8 --duration_s=1 \
+      --warmup_s=0.3 --verify_every=10
+    echo "inline-$variant: $(grep -E '^concurrency' "$raw/inline-64x131072-$variant.txt" |
+      awk '{printf "c=%s %s req/s p50 %s ms srv %s ms; ", $2, $3, $6, $11}')" |
+      tee -a "$out/summary.txt"
+    stop_server
+    server_bin=topk-server
+  done
+  log "i12d: 64 rows per request by IPC (GPU-bound), one GPU vs two, 32 clients in all"
+  if [ "$gpus" -ge 2 ]; then
+    for width in 262144 1048576; do
+      [ "$(left)" -gt 24 ] || { echo "big-$width skipped (budget)" | tee -a "$out/summary.txt"; continue; }
+      base=(--transport=ipc --call=pipeline --workload=fixed --rows=64 --width=$width
+        --duration_s=2 --warmup_s=1 --verify_every=1000)
+      start_server --cuda_devices=0,1
+      mg "big$width-g2-one" "--concurrency=32 --ipc_device=0,1"
+      mg "big$width-g2-two" "--concurrency=16 --ipc_device=0" "--concurrency=16 --ipc_device=1"
+      stop_server
+      start_server --cuda_devices=0
+      mg "big$width-g1-one" "--concurrency=32 --ipc_device=0"
+      stop_server
+    done
+  fi
+  echo "i12d: $((SECONDS - began)) s of $budget" | tee -a "$out/summary.txt"
 fi
 
 if has staging && [ -x "$bin/staging_bench" ]; then
