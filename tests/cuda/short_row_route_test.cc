@@ -2,8 +2,9 @@
 // the coarse histogram of the whole row, refinement of the boundary bin):
 // every generator, K, layout and mode; a boundary bin wider than the shared
 // store (the band-filtered re-scans); infinity floods; NaN and bad lengths;
-// graph replays over a grid smaller than the rows. Every test asserts that
-// the route ran (plan and kernel counters). Skips without a device.
+// graph replays over a grid smaller than the rows; the planner's 64K bucket
+// taken by the table alone. Every test asserts that the route ran (plan and
+// kernel counters). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -228,6 +229,53 @@ TEST_P(ShortRowRouteTest, GraphReplayWithLiveRows) {
   ASSERT_EQ(plan->route, Route::kShortRowExact);
   ASSERT_EQ(plan->grid, 100);
   CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 1700);
+}
+
+// The planner's 64K bucket (K <= kCudaShortRowSmallK, kCudaShortRowWideMinRows
+// <= M_cap <= kCudaShortRowWideMaxRows) by the table alone, no forced reach:
+// its edges plan this route on the device's own facts, and M_cap at the
+// bucket's lower edge runs here exactly (edge lengths up to 64K on the pitched
+// layout, random lengths up to 40001 on the packed one: few full rows, so the
+// host reference stays cheap).
+TEST_P(ShortRowRouteTest, PlannerTableTakesThe64KBucket) {
+  CudaSelectorConfig c;
+  c.short_row_variant = std::get<0>(GetParam());
+  auto made = CudaSelector::Create(c);
+  ASSERT_TRUE(made.ok()) << made.status();
+  CudaSelector& sel = **made;
+  for (int64_t cap : {kCudaShortRowWideMinRows, kCudaShortRowWideMaxRows}) {
+    for (int64_t width : {int64_t{32769}, kCudaShortRowReachSmallKWide}) {
+      auto plan = sel.MakePlan(
+          ProblemShape{kCudaShortRowSmallK, cap, width, Layout::kPitched, Dtype()}, {});
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_EQ(plan->route, Route::kShortRowExact) << cap << " x " << width;
+      ASSERT_EQ(plan->grid, cap);
+    }
+  }
+  uint64_t seed = 900;
+  for (int32_t k : {64, kCudaShortRowSmallK}) {
+    for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+      GeneratorSpec spec;
+      spec.distribution =
+          layout == Layout::kPitched ? Distribution::kIndexer : Distribution::kFp8Ties;
+      spec.lengths = layout == Layout::kPitched ? LengthPattern::kEdges : LengthPattern::kRandom;
+      spec.rows = kCudaShortRowWideMinRows;
+      spec.width = layout == Layout::kPitched ? kCudaShortRowReachSmallKWide : 40001;
+      spec.layout = layout;
+      spec.k = k;
+      spec.seed = ++seed;
+      const ScoreMatrix m = Gen(spec);
+      for (int mode : {0, 3}) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        CheckRoute(sel, m, k, o,
+                   "64K bucket k=" + std::to_string(k) + " width " + std::to_string(m.width) +
+                       " mode " + std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
 }
 
 // Small configuration for compute-sanitizer (memcheck, racecheck): the
