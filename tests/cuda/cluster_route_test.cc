@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "route_test_rows.h"
 #include "selector_fixture.h"
 #include "topk/algorithm_constants.h"
 #include "topk/keys.h"
@@ -63,17 +64,10 @@ class ClusterRouteTest : public CudaSelectorTest {
     ASSERT_EQ(plan.route, Route::kClusterSampled) << what;
     ASSERT_EQ(plan.split, Ranks()) << what;
     ASSERT_EQ(plan.ctas_per_sm, PerSm()) << what;
-    ASSERT_OK(testing::VerifySelection(m.batch(), k, o, out.data(), status.data()));
-    std::vector<int32_t> ref(out.size());
-    std::vector<RowStatus> ref_status(m.rows);
-    ASSERT_OK(testing::ReferenceSelect(m.batch(), k, o, OutputView{ref.data(), ref_status.data()}));
+    ExpectReferenceAnswer(m, k, o, out, status, what);
+    if (HasFatalFailure()) return;
     int64_t served = 0;
     for (int64_t r = 0; r < m.rows; ++r) {
-      ASSERT_EQ(status[r], ref_status[r]) << what << " row " << r;
-      if (o.deterministic || m.lengths[r] <= k) {
-        ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * 4))
-            << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
-      }
       served +=
           status[r] == RowStatus::kOk && m.lengths[r] > k && m.lengths[r] >= kCudaMinSampledLength
               ? 1
@@ -119,12 +113,6 @@ TEST_P(ClusterRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
       }
     }
   }
-}
-
-// The value `steps` representable floats above x.
-float FloatsAbove(float x, int steps) {
-  for (int i = 0; i < steps; ++i) x = std::nextafter(x, std::numeric_limits<float>::infinity());
-  return x;
 }
 
 // The K-th value inside one coarse bin that holds `in_bin` distinct values,
@@ -180,27 +168,8 @@ TEST_P(ClusterRouteTest, BoundaryInsideOneCoarseBin) {
 TEST_P(ClusterRouteTest, InfinityFloodsNanAndBadLengths) {
   MAKE_CLUSTER_OR_SKIP(sel);
   constexpr int64_t kWidth = 100000;
-  const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  ScoreMatrix m;
-  m.rows = 9;
-  m.width = kWidth;
-  m.pitch = kWidth;
-  m.scores.assign(m.rows * kWidth, 0.f);
-  m.lengths.assign(m.rows, static_cast<int32_t>(kWidth));
-  std::mt19937_64 rng(11);
-  std::normal_distribution<float> normal;
-  for (int64_t r = 0; r < m.rows; ++r) {
-    for (int64_t i = 0; i < kWidth; ++i) {
-      float x = normal(rng);
-      const uint64_t u = rng() % 100000;
-      if (r == 0 && u < 3000) x = inf;                          // K-th is +inf
-      if (r == 1 && u < 99000) x = -inf;                        // K-th is -inf
-      if (r == 2) x = u < 1000 ? inf : (u < 60000 ? -inf : x);  // finite between
-      if (r == 3) x = -inf;
-      m.scores[r * kWidth + i] = x;
-    }
-  }
+  ScoreMatrix m = InfinityFloodRows(9, kWidth, 11, 60000);
   m.scores[4 * kWidth + 77777] = nan;  // rank 6 of 8 (or 12 of 16)
   m.lengths[5] = 1500;                 // L <= K, with a NaN: one CTA
   m.scores[5 * kWidth + 1499] = nan;
@@ -219,18 +188,11 @@ TEST_P(ClusterRouteTest, InfinityFloodsNanAndBadLengths) {
   std::vector<int32_t> out;
   std::vector<RowStatus> status;
   RunOn(*sel, m, 2048, {}, &out, &status);
-  const RowStatus want[] = {RowStatus::kOk, RowStatus::kOk,        RowStatus::kOk,
-                            RowStatus::kOk, RowStatus::kNan,       RowStatus::kNan,
-                            RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength};
-  for (int r = 0; r < 9; ++r) {
-    ASSERT_EQ(status[r], want[r]) << "row " << r;
-    if (want[r] != RowStatus::kOk) {
-      for (int i = 0; i < 2048; ++i) ASSERT_EQ(out[r * 2048 + i], -1) << "row " << r;
-    } else {
-      ASSERT_OK(testing::VerifySelection(OneRow(m, r), 2048, {}, out.data() + r * 2048,
-                                         status.data() + r));
-    }
-  }
+  ExpectEachRow(m, 2048,
+                {RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kNan,
+                 RowStatus::kNan, RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength},
+                out, status);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(last_stats_.cluster_rows, 5);  // rows 0-3 and 6
 }
 

@@ -2,8 +2,9 @@
 // the coarse histogram of the whole row, refinement of the boundary bin):
 // every generator, K, layout and mode; a boundary bin wider than the shared
 // store (the band-filtered re-scans); infinity floods; NaN and bad lengths;
-// graph replays over a grid smaller than the rows. Every test asserts that
-// the route ran (plan and kernel counters). Skips without a device.
+// graph replays over a grid smaller than the rows; the planner's 64K bucket
+// taken by the table alone. Every test asserts that the route ran (plan and
+// kernel counters). Skips without a device.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "route_test_rows.h"
 #include "selector_fixture.h"
 #include "short_row_matrices.h"
 #include "topk/keys.h"
@@ -24,7 +26,7 @@ namespace {
 // Every bucket up to this width takes the short-row route in these tests.
 constexpr int64_t kForcedReach = int64_t{1} << 20;
 
-class ShortRowRouteTest : public CudaSelectorTest {
+class ShortRowRouteTest : public ShortRowSuiteTest {
  protected:
   std::unique_ptr<CudaSelector> MakeShortRow(CudaSelectorConfig c = {}) {
     c.short_row_max_width = kForcedReach;
@@ -51,17 +53,10 @@ class ShortRowRouteTest : public CudaSelectorTest {
     RunOn(sel, m, k, o, &out, &status, &plan);
     if (HasFatalFailure()) return;
     ASSERT_EQ(plan.route, Route::kShortRowExact) << what;
-    ASSERT_OK(testing::VerifySelection(m.batch(), k, o, out.data(), status.data()));
-    std::vector<int32_t> ref(out.size());
-    std::vector<RowStatus> ref_status(m.rows);
-    ASSERT_OK(testing::ReferenceSelect(m.batch(), k, o, OutputView{ref.data(), ref_status.data()}));
+    ExpectReferenceAnswer(m, k, o, out, status, what);
+    if (HasFatalFailure()) return;
     int64_t served = 0;
     for (int64_t r = 0; r < m.rows; ++r) {
-      ASSERT_EQ(status[r], ref_status[r]) << what << " row " << r;
-      if (o.deterministic || m.lengths[r] <= k) {
-        ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * 4))
-            << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
-      }
       served += status[r] == RowStatus::kOk && m.lengths[r] > k ? 1 : 0;
     }
     ASSERT_EQ(last_stats_.short_rows, served) << what;
@@ -100,12 +95,6 @@ TEST_P(ShortRowRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
       }
     }
   }
-}
-
-// The value `steps` representable floats above x.
-float FloatsAbove(float x, int steps) {
-  for (int i = 0; i < steps; ++i) x = std::nextafter(x, std::numeric_limits<float>::infinity());
-  return x;
 }
 
 // Rows whose boundary bin holds far more values than the shared store
@@ -206,27 +195,8 @@ TEST_P(ShortRowRouteTest, BoundaryBinWiderThanTheStore) {
 // between them; with a NaN row and an all -inf row.
 TEST_P(ShortRowRouteTest, InfinityFloods) {
   constexpr int64_t kWidth = 9000;
-  const float inf = std::numeric_limits<float>::infinity();
-  ScoreMatrix m;
-  m.rows = 5;
-  m.width = kWidth;
-  m.pitch = kWidth;
-  m.scores.assign(m.rows * kWidth, 0.f);
-  m.lengths.assign(m.rows, static_cast<int32_t>(kWidth));
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal;
-  for (int64_t r = 0; r < m.rows; ++r) {
-    for (int64_t i = 0; i < kWidth; ++i) {
-      float x = normal(rng);
-      const uint64_t u = rng() % 9000;
-      if (r == 0 && u < 3000) x = inf;                         // K-th is +inf
-      if (r == 1 && u < 8000) x = -inf;                        // K-th is -inf
-      if (r == 2) x = u < 1000 ? inf : (u < 6000 ? -inf : x);  // finite between
-      if (r == 3) x = -inf;
-      if (r == 4 && i == 4321) x = std::numeric_limits<float>::quiet_NaN();
-      m.scores[r * kWidth + i] = x;
-    }
-  }
+  ScoreMatrix m = InfinityFloodRows(5, kWidth, 7, 6000);
+  m.scores[4 * kWidth + 4321] = std::numeric_limits<float>::quiet_NaN();
   m = Typed(std::move(m));
   auto sel = MakeShortRow();
   ASSERT_NE(sel, nullptr);
@@ -242,37 +212,9 @@ TEST_P(ShortRowRouteTest, InfinityFloods) {
 TEST_P(ShortRowRouteTest, NanRowsAndBadLengths) {
   auto sel = MakeShortRow();
   ASSERT_NE(sel, nullptr);
-  const int32_t k = 512;
-  ScoreMatrix m = ShortRowsOf(Dtype(), Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
-  // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  SetScore(m, 2 * m.pitch + k - 2, nan);         // L <= K row
-  SetScore(m, 4 * m.pitch + 0, nan);             // first value (head scalar or body)
-  SetScore(m, 5 * m.pitch + kShortT - 2, nan);   // last value of L = T-1 (tail)
-  SetScore(m, 6 * m.pitch + 7000, nan);          // body
-  SetScore(m, 7 * m.pitch + m.lengths[7], nan);  // just beyond L: ignored
-  m.lengths[3] = -1;
-  m.lengths[8] = static_cast<int32_t>(kShortT + 1);  // > width
-  std::vector<int32_t> out;
-  std::vector<RowStatus> status;
-  Plan plan;
-  RunOn(*sel, m, k, {}, &out, &status, &plan);
-  ASSERT_EQ(plan.route, Route::kShortRowExact);
-  const RowStatus want[] = {RowStatus::kOk,        RowStatus::kOk,  RowStatus::kNan,
-                            RowStatus::kBadLength, RowStatus::kNan, RowStatus::kNan,
-                            RowStatus::kNan,       RowStatus::kOk,  RowStatus::kBadLength};
-  for (int r = 0; r < 9; ++r) {
-    EXPECT_EQ(status[r], want[r]) << "row " << r;
-    if (want[r] != RowStatus::kOk) {
-      for (int i = 0; i < k; ++i) ASSERT_EQ(out[r * k + i], -1) << "row " << r;
-    }
-  }
-  EXPECT_EQ(out[0], -1);  // L = 0
-  EXPECT_EQ(out[k], 0);   // L = 1
-  EXPECT_EQ(out[k + 1], -1);
+  CheckNanAndBadLengthRows(*sel, Route::kShortRowExact);
+  if (HasFatalFailure()) return;
   EXPECT_EQ(last_stats_.short_rows, 1);  // row 7: the only row with L > K and no NaN
-  const RowBatch one = OneRow(m, 7);
-  ASSERT_OK(testing::VerifySelection(one, k, {}, out.data() + 7 * k, status.data() + 7));
 }
 
 // A grid smaller than the rows (each CTA strides over several), replayed from
@@ -287,6 +229,53 @@ TEST_P(ShortRowRouteTest, GraphReplayWithLiveRows) {
   ASSERT_EQ(plan->route, Route::kShortRowExact);
   ASSERT_EQ(plan->grid, 100);
   CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 1700);
+}
+
+// The planner's 64K bucket (K <= kCudaShortRowSmallK, kCudaShortRowWideMinRows
+// <= M_cap <= kCudaShortRowWideMaxRows) by the table alone, no forced reach:
+// its edges plan this route on the device's own facts, and M_cap at the
+// bucket's lower edge runs here exactly (edge lengths up to 64K on the pitched
+// layout, random lengths up to 40001 on the packed one: few full rows, so the
+// host reference stays cheap).
+TEST_P(ShortRowRouteTest, PlannerTableTakesThe64KBucket) {
+  CudaSelectorConfig c;
+  c.short_row_variant = std::get<0>(GetParam());
+  auto made = CudaSelector::Create(c);
+  ASSERT_TRUE(made.ok()) << made.status();
+  CudaSelector& sel = **made;
+  for (int64_t cap : {kCudaShortRowWideMinRows, kCudaShortRowWideMaxRows}) {
+    for (int64_t width : {int64_t{32769}, kCudaShortRowReachSmallKWide}) {
+      auto plan = sel.MakePlan(
+          ProblemShape{kCudaShortRowSmallK, cap, width, Layout::kPitched, Dtype()}, {});
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_EQ(plan->route, Route::kShortRowExact) << cap << " x " << width;
+      ASSERT_EQ(plan->grid, cap);
+    }
+  }
+  uint64_t seed = 900;
+  for (int32_t k : {64, kCudaShortRowSmallK}) {
+    for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+      GeneratorSpec spec;
+      spec.distribution =
+          layout == Layout::kPitched ? Distribution::kIndexer : Distribution::kFp8Ties;
+      spec.lengths = layout == Layout::kPitched ? LengthPattern::kEdges : LengthPattern::kRandom;
+      spec.rows = kCudaShortRowWideMinRows;
+      spec.width = layout == Layout::kPitched ? kCudaShortRowReachSmallKWide : 40001;
+      spec.layout = layout;
+      spec.k = k;
+      spec.seed = ++seed;
+      const ScoreMatrix m = Gen(spec);
+      for (int mode : {0, 3}) {
+        SelectOptions o;
+        o.sorted = mode & 1;
+        o.deterministic = mode & 2;
+        CheckRoute(sel, m, k, o,
+                   "64K bucket k=" + std::to_string(k) + " width " + std::to_string(m.width) +
+                       " mode " + std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
 }
 
 // Small configuration for compute-sanitizer (memcheck, racecheck): the

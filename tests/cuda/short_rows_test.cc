@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "route_test_rows.h"
 #include "selector_fixture.h"
 #include "short_row_matrices.h"
 
@@ -24,7 +25,7 @@ namespace {
 // the row-local exact route), padding NaN / 1e9, verifier + reference; both
 // kernel variants. The short-row route is off here: this suite is about the
 // persistent kernel's exact route (ShortRowRouteTest covers the other).
-class ShortRowTest : public CudaSelectorTest {
+class ShortRowTest : public ShortRowSuiteTest {
  protected:
   std::unique_ptr<CudaSelector> MakePersistent() {
     CudaSelectorConfig c;
@@ -56,19 +57,8 @@ TEST_P(ShortRowTest, EveryGeneratorEveryKBothLayoutsAllModes) {
                                    " k=" + std::to_string(k) +
                                    (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
                                    std::to_string(mode);
-          ASSERT_OK(testing::VerifySelection(m.batch(), k, o, out.data(), status.data()));
-          std::vector<int32_t> ref(out.size());
-          std::vector<RowStatus> ref_status(m.rows);
-          ASSERT_OK(
-              testing::ReferenceSelect(m.batch(), k, o, OutputView{ref.data(), ref_status.data()}));
-          for (int64_t r = 0; r < m.rows; ++r) {
-            ASSERT_EQ(status[r], ref_status[r]) << what << " row " << r;
-            // L <= K rows and deterministic rows are unique answers.
-            if (o.deterministic || m.lengths[r] <= k) {
-              ASSERT_EQ(0, std::memcmp(ref.data() + r * k, out.data() + r * k, k * 4))
-                  << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
-            }
-          }
+          ExpectReferenceAnswer(m, k, o, out, status, what);
+          if (HasFatalFailure()) return;
           int64_t served = 0;
           for (int32_t L : m.lengths) served += L > k ? 1 : 0;
           ASSERT_EQ(last_stats_.exact_rows, served) << what;
@@ -82,37 +72,7 @@ TEST_P(ShortRowTest, EveryGeneratorEveryKBothLayoutsAllModes) {
 TEST_P(ShortRowTest, NanRowsAndBadLengths) {
   auto sel = MakePersistent();
   ASSERT_NE(sel, nullptr);
-  const int32_t k = 512;
-  ScoreMatrix m = ShortRowsOf(Dtype(), Distribution::kIndexer, k, Layout::kPitched, 1e9f, 3);
-  // Rows: 0..8 lengths {0, 1, k-1, k, k+1, T-1, T, rand, rand}.
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  SetScore(m, 2 * m.pitch + k - 2, nan);         // L <= K row
-  SetScore(m, 4 * m.pitch + 0, nan);             // first value (head scalar or body)
-  SetScore(m, 5 * m.pitch + kShortT - 2, nan);   // last value of L = T-1 (tail)
-  SetScore(m, 6 * m.pitch + 7000, nan);          // body
-  SetScore(m, 7 * m.pitch + m.lengths[7], nan);  // just beyond L: ignored
-  m.lengths[3] = -1;
-  m.lengths[8] = static_cast<int32_t>(kShortT + 1);  // > width
-  std::vector<int32_t> out;
-  std::vector<RowStatus> status;
-  Plan plan;
-  RunOn(*sel, m, k, {}, &out, &status, &plan);
-  ASSERT_EQ(plan.route, Route::kRowLocalExact);
-  const RowStatus want[] = {RowStatus::kOk,        RowStatus::kOk,  RowStatus::kNan,
-                            RowStatus::kBadLength, RowStatus::kNan, RowStatus::kNan,
-                            RowStatus::kNan,       RowStatus::kOk,  RowStatus::kBadLength};
-  for (int r = 0; r < 9; ++r) {
-    EXPECT_EQ(status[r], want[r]) << "row " << r;
-    if (want[r] != RowStatus::kOk) {
-      for (int i = 0; i < k; ++i) ASSERT_EQ(out[r * k + i], -1) << "row " << r;
-    }
-  }
-  EXPECT_EQ(out[0], -1);  // L = 0
-  EXPECT_EQ(out[k], 0);   // L = 1
-  EXPECT_EQ(out[k + 1], -1);
-  // Row 7 (NaN just beyond L) alone through the verifier.
-  const RowBatch one = OneRow(m, 7);
-  ASSERT_OK(testing::VerifySelection(one, k, {}, out.data() + 7 * k, status.data() + 7));
+  CheckNanAndBadLengthRows(*sel, Route::kRowLocalExact);
 }
 
 // One captured graph replayed for live M in {0, 1, grid-1, grid, grid+1,

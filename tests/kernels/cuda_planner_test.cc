@@ -208,7 +208,7 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
     const int64_t reach =
         k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReachManyRows;
     EXPECT_EQ(CudaShortRowReach(k, 4096), reach);
-    EXPECT_EQ(CudaShortRowReach(k, 1024),
+    EXPECT_EQ(CudaShortRowReach(k, 2048),
               k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach);
     for (int64_t n : {int64_t{1}, int64_t{4096}, int64_t{8192}, reach}) {
       const Plan p = MustPlan(k, 4096, n);
@@ -243,6 +243,47 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   c.enable_sampling = false;
   EXPECT_EQ(MustPlan(2048, 4096, 8192, c).route, Route::kRowLocalExact);
   EXPECT_NE(MustPlan(2048, 4096, 8192).Explain().find("short-row-exact"), std::string::npos);
+}
+
+// K <= 512 at N_cap = 64K: the short-row route for kCudaShortRowWideMinRows <=
+// M_cap <= kCudaShortRowWideMaxRows (measured faster at 256 and 1024 rows),
+// one CTA per row; fewer rows keep KV-split or the persistent kernel, more
+// rows and larger K the persistent kernel; 16-bit rows plan alike.
+TEST(CudaPlannerTest, ShortRowWideBucketForHundredsOfRows) {
+  for (int32_t k : {1, 64, 512}) {
+    for (int64_t m : {kCudaShortRowWideMinRows, int64_t{512}, kCudaShortRowWideMaxRows}) {
+      EXPECT_EQ(CudaShortRowReach(k, m), kCudaShortRowReachSmallKWide) << k << " " << m;
+      for (int64_t n : {int64_t{32769}, int64_t{40001}, kCudaShortRowReachSmallKWide}) {
+        for (ScoreType dtype : kAllScoreTypes) {
+          auto p =
+              PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched, dtype}, {}, FakeH200(), {});
+          ASSERT_TRUE(p.ok()) << p.status();
+          EXPECT_EQ(p->route, Route::kShortRowExact) << k << " " << m << " x " << n;
+          EXPECT_EQ(p->block, 256);
+          EXPECT_EQ(p->grid, m);
+          EXPECT_EQ(p->sample_stride, 0);
+          EXPECT_EQ(p->workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
+        }
+      }
+      EXPECT_EQ(MustPlan(k, m, kCudaShortRowReachSmallKWide + 1).route, Route::kPersistentSampled)
+          << k << " " << m;
+    }
+    EXPECT_EQ(CudaShortRowReach(k, kCudaShortRowWideMinRows - 1), kCudaShortRowReachSmallK);
+    EXPECT_EQ(CudaShortRowReach(k, kCudaShortRowWideMaxRows + 1), kCudaShortRowReachSmallK);
+    EXPECT_EQ(MustPlan(k, kCudaShortRowWideMinRows - 1, 65536).route, Route::kPersistentSampled);
+    EXPECT_EQ(MustPlan(k, 128, 65536).route, Route::kKvSplitSampled);
+    EXPECT_EQ(MustPlan(k, 8, 40001).route, Route::kPersistentSampled);
+    EXPECT_EQ(MustPlan(k, kCudaShortRowWideMaxRows + 1, 65536).route, Route::kPersistentSampled);
+    EXPECT_EQ(MustPlan(k, 4096, 65536).route, Route::kPersistentSampled);
+  }
+  EXPECT_EQ(MustPlan(513, 1024, 65536).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 256, 40001).route, Route::kPersistentSampled);
+  CudaSelectorConfig c;
+  c.enable_short_rows = false;
+  EXPECT_EQ(MustPlan(512, 1024, 65536, c).route, Route::kPersistentSampled);
+  c = {};
+  c.enable_sampling = false;
+  EXPECT_EQ(MustPlan(512, 1024, 65536, c).route, Route::kRowLocalExact);
 }
 
 // The short-row kernel's variant (kShortRowSharedRow or not) keeps one CTA

@@ -171,6 +171,15 @@ bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelect
 // routes.
 inline constexpr int32_t kCudaShortRowSmallK = 512;
 inline constexpr int64_t kCudaShortRowReachSmallK = 32768;  // K <= kCudaShortRowSmallK
+// ... and 65536 there for kCudaShortRowWideMinRows <= M_cap <=
+// kCudaShortRowWideMaxRows (K = 512, 64K: 0.69x persistent-sampled's time at
+// M = 256 and 0.91x at M = 1024; 1.12-1.16x at M >= 4096). Fewer rows were not
+// measured against the routes they take now (KV-split at N_cap = 64K for
+// M_cap <= 132 on the H200, one persistent CTA per row otherwise) and keep
+// them.
+inline constexpr int64_t kCudaShortRowWideMinRows = 256;
+inline constexpr int64_t kCudaShortRowWideMaxRows = 1024;
+inline constexpr int64_t kCudaShortRowReachSmallKWide = 65536;
 inline constexpr int32_t kCudaShortRowMeasuredMaxK = 2048;
 inline constexpr int64_t kCudaShortRowReach = 16384;  // kCudaShortRowSmallK < K <= 2048
 // ... and 32768 there for M_cap >= kCudaShortRowManyRows (3-7 % faster than

@@ -43,12 +43,18 @@ int32_t CudaStagedK(int32_t k, int64_t max_width) {
 
 int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
 
-// M_cap enters once: 512 < K <= 2048 at 32K, where the route won at M = 4096
-// and 8192 and lost at 1024 (a tie at 256). K <= 512 also won at 64K for
-// M <= 1024 (9-31 %); that bucket stays on the persistent route until the GPU
-// suite, whose persistent-route cases sit there, has run with it moved.
+// M_cap enters twice: 512 < K <= 2048 at 32K, where the route won at M = 4096
+// and 8192 and lost at 1024 (a tie at 256); K <= 512 at 64K, where it won at
+// M = 256 and 1024 (0.6913 and 0.9145 of persistent-sampled's time:
+// bench/results/h200_short_rows.csv, rows 256,65536,512 and 1024,65536,512)
+// and lost from 4096 on. Below 256 rows the 64K bucket keeps KV-split (or one
+// persistent CTA per row), which that sweep did not measure against.
 int64_t CudaShortRowReach(int32_t k, int64_t max_rows) {
-  if (k <= kCudaShortRowSmallK) return kCudaShortRowReachSmallK;
+  if (k <= kCudaShortRowSmallK) {
+    return max_rows >= kCudaShortRowWideMinRows && max_rows <= kCudaShortRowWideMaxRows
+               ? kCudaShortRowReachSmallKWide
+               : kCudaShortRowReachSmallK;
+  }
   if (k <= kCudaShortRowMeasuredMaxK) {
     return max_rows >= kCudaShortRowManyRows ? kCudaShortRowReachManyRows : kCudaShortRowReach;
   }
