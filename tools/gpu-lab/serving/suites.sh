@@ -9,8 +9,8 @@
 serving_suites=(region_sigbus_test coalescing_test region_pipeline_test region_select_test
   region_fault_test half_precision_test)
 
-gtest_verdict() {  # LOG: gtest's summary lines (and each failing test's name)
-  grep -E '^\[  (PASSED|FAILED) ' "$1" 2>/dev/null | tr '\n' ' '
+gtest_verdict() {  # LOG: gtest's summary lines (and each failing or skipped test's name)
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$1" 2>/dev/null | tr '\n' ' '
 }
 
 run_suite() {  # NAME LIMIT_S
