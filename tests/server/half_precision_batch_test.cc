@@ -64,7 +64,9 @@ TEST(HalfPrecisionBatches, EachTypeIsBatchedWithItsOwnAndAnsweredExactly) {
       }
       for (const RowSource* part : calls[c].parts) {
         for (const auto& job : jobs) {
-          if (job->source() == part) EXPECT_EQ(job->input().dtype, type);
+          if (job->source() == part) {
+            EXPECT_EQ(job->input().dtype, type);
+          }
         }
       }
     }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the CUDA-enabled server, its tools, the serving suites and the Python
 # client here and packs them into .carry/serving/ (bin/, lib/ with rpath
-# $ORIGIN/../lib, python/, proto/, python-tests/, serving-h200.sh) for one
-# device call, carried as .carry/serving-tgz: `tar -xzf .carry/serving-tgz/serving.tgz -C /tmp &&
-# bash /tmp/serving/serving-h200.sh /tmp/serving $OUT`.
+# $ORIGIN/../lib, python/, proto/, python-tests/, serving-h200.sh and its
+# steps in serving/) for one device call, carried as .carry/serving-tgz:
+# `tar -xzf .carry/serving-tgz/serving.tgz -C /tmp &&
+# bash /tmp/serving/serving-h200.sh /tmp/serving $OUT [steps]`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${TOPK_BUILD_DIR:-build-gpu-lab-server}
@@ -36,6 +37,8 @@ cp -r "$build/python/topk_client" "$dest/python/"
 cp client/python/tests/*.py "$dest/python-tests/"
 cp -r proto/topk "$dest/proto/"
 cp tools/gpu-lab/serving-h200.sh "$dest/"
+mkdir -p "$dest/serving"
+cp tools/gpu-lab/serving/*.sh "$dest/serving/"
 du -sh "$dest"
 # The in-process suites each link the kernels: the folder outgrows one call's
 # carry, so it travels compressed (unpack: tar -xzf .carry/serving-tgz/serving.tgz).
