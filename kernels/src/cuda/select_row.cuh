@@ -66,6 +66,23 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsign
 // slice (BandApart), so an underfilled row finishes without re-reading the
 // row when the band fits the slice (the persistent route's one-wave shapes:
 // KernelParams::band_apart).
+// An underfilled row's band kept apart by the main pass (band_n entries of
+// band): appended after the admitted entries, with the count, the smallest
+// key and the route counters the band pass would leave. Synchronises on exit.
+template <int kB>
+__device__ __noinline__ void AdmitBandKeptApart(SharedState<kB>& s, const KernelParams& p,
+                                                const Frontier fa, const Frontier band,
+                                                uint32_t admitted, uint32_t band_n) {
+  AppendBandEntries<kB>(band, band_n, AdmittedView(s, fa), admitted);
+  if (threadIdx.x == 0) {
+    s.count = admitted + band_n;
+    s.neg_min_key = max(s.neg_min_key, s.band_neg_min_key);
+    AddStat(p, Stat::kBandRescued, 1);
+    AddStat(p, Stat::kBandApart, 1);
+  }
+  __syncthreads();
+}
+
 template <int kB, int kU, typename Row>
 __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
                                        const KernelParams& p, int64_t r, const Frontier& fa,
@@ -164,14 +181,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
             // Underfill, the whole band kept: the admitted set at t1 is
             // certified + band, the same set the band pass below appends.
             if (admitted + band_n >= k) {
-              AppendBandEntries<kB>(band, band_n, AdmittedView(s, fa), admitted);
-              if (tid == 0) {
-                s.count = admitted + band_n;
-                s.neg_min_key = max(s.neg_min_key, s.band_neg_min_key);
-                AddStat(p, Stat::kBandRescued, 1);
-                AddStat(p, Stat::kBandApart, 1);
-              }
-              __syncthreads();
+              AdmitBandKeptApart<kB>(s, p, fa, band, admitted, band_n);
               need_exact = false;
               cut = t1;
             }
