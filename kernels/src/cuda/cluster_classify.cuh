@@ -14,6 +14,28 @@
 
 namespace topk::cuda {
 
+// Appends the lanes of group g selected by m (bit j: value j) to f through
+// the shared count *count (one atomic per warp); entries past f's capacity
+// are dropped and the count shows it. Every lane of the warp calls it.
+template <typename G>
+__device__ __forceinline__ void AppendGroup(const G& g, uint32_t idx0, unsigned m,
+                                            const Frontier& f, uint32_t* count, uint32_t& min_key) {
+  uint32_t total;
+  const uint32_t excl =
+      G::kN <= 4 ? WarpPrefix4(__popc(m), &total) : WarpPrefix8(__popc(m), &total);
+  uint32_t base = 0;
+  if ((threadIdx.x & 31) == 0) base = atomicAdd(count, total);
+  uint32_t pos = __shfl_sync(kFullMask, base, 0) + excl;
+#pragma unroll
+  for (int j = 0; j < G::kN; ++j) {
+    if ((m >> j) & 1u) {
+      const uint32_t key = Key32(g.Value(j));
+      min_key = min(min_key, key);
+      f.Put(pos++, idx0 + j, key);
+    }
+  }
+}
+
 // The rank's segment seg (len values at row index beg): x >= t0 to cert,
 // t1 <= x < t0 to band (t1 == t0: no band), NaN flagged. Counts, the
 // smallest admitted key and the NaN flag go to c (zeroed by the caller, with
@@ -38,9 +60,8 @@ __device__ __noinline__ void ClassifyCertifiedAndBand(const Row seg, uint32_t le
     }
     const unsigned mb = m & ~mc;
     if (__any_sync(kFullMask, mc != 0u))
-      AppendGroupShared(g, beg + idx0, mc, cert, &c->certified, min_key);
-    if (__any_sync(kFullMask, mb != 0u))
-      AppendGroupShared(g, beg + idx0, mb, band, &c->band, min_key);
+      AppendGroup(g, beg + idx0, mc, cert, &c->certified, min_key);
+    if (__any_sync(kFullMask, mb != 0u)) AppendGroup(g, beg + idx0, mb, band, &c->band, min_key);
   });
   PublishMinKey(min_key, &c->neg_min_key);
   if (nan) c->nan = 1u;

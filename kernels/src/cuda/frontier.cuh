@@ -228,9 +228,9 @@ __device__ __forceinline__ unsigned GroupAtLeast(const Octet<Unpack>& g, float t
 }
 
 // AppendQuad for any group (Quad or Octet): one atomic per warp on the
-// shared count reserves the slots of the admitted values (bit j of m);
-// entries past f's capacity are dropped and the count shows it. Every lane
-// of the warp must call it.
+// shared count reserves the slots of the admitted values (bit j of m).
+// Every lane of the warp must call it. (The cluster route's classification
+// keeps its own copy, AppendGroup.)
 template <typename G>
 __device__ __forceinline__ void AppendGroupShared(const G& g, uint32_t idx0, unsigned m,
                                                   const Frontier& f, uint32_t* count,
