@@ -71,10 +71,6 @@ ABSL_FLAG(
     "certification pass through the shared-memory ring: 1 on, 0 off, -1 the variant's default");
 ABSL_FLAG(int32_t, alt_admit_ring, -2,
           "time a second selector with this admit_ring (-2: none) on the same data");
-ABSL_FLAG(int32_t, band_apart, topk::CudaSelectorConfig{}.band_apart,
-          "persistent main pass keeps the tau1 band apart: 1 on, 0 off, -1 the planner's choice");
-ABSL_FLAG(int32_t, alt_band_apart, -2,
-          "time a second selector with this band_apart (-2: none) on the same data");
 ABSL_FLAG(int32_t, k, 2048, "K, the rank selected per row");
 ABSL_FLAG(int64_t, short_rows, -1,
           "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
@@ -140,8 +136,6 @@ struct Row {
   int loop_calls = 0;                // --replay_loop: calls, host and device us per call
   double loop_host_us = 0, loop_device_us = 0;
   double band_rate, exact_rate, mean_cands;
-  // Band rows finished from the band kept apart (band_apart), per sampled row.
-  double apart_rate = 0, alt_apart_rate = 0;
   double us_proposal, us_admit, us_refine, us_finalize;  // per row, one CTA's view
   long long bad;
   int copies, reps;
@@ -190,7 +184,6 @@ int main(int argc, char** argv) {
   cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
   cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
   cfg.admit_ring = absl::GetFlag(FLAGS_admit_ring);
-  cfg.band_apart = absl::GetFlag(FLAGS_band_apart);
   ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
   cfg.short_row_variant = absl::GetFlag(FLAGS_short_row_variant);
   cfg.kv_split_band = absl::GetFlag(FLAGS_kv_split_band);
@@ -249,12 +242,9 @@ int main(int argc, char** argv) {
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
   const int alt_ring = absl::GetFlag(FLAGS_alt_admit_ring);
-  const int alt_band_apart = absl::GetFlag(FLAGS_alt_band_apart);
   topk::CudaSelectorConfig alt_cfg = cfg;
   if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1 ||
-      alt_short_row_variant >= 0 || alt_kv_split_band >= 0 || alt_kv_split_force >= 0 ||
-      alt_band_apart >= -1) {
-    if (alt_band_apart >= -1) alt_cfg.band_apart = alt_band_apart;
+      alt_short_row_variant >= 0 || alt_kv_split_band >= 0 || alt_kv_split_force >= 0) {
     if (alt_kv_split_force >= 0) alt_cfg.kv_split_force = alt_kv_split_force;
     if (alt_kv_split_band >= 0) alt_cfg.kv_split_band = alt_kv_split_band != 0;
     if (alt_short_row_variant >= 0) alt_cfg.short_row_variant = alt_short_row_variant;
@@ -417,15 +407,12 @@ int main(int argc, char** argv) {
         row.alt_mean_cands =
             static_cast<double>(stats.candidates) / std::max<int64_t>(stats.rows, 1);
         row.alt_rescans = static_cast<double>(stats.rescans) / std::max<int64_t>(stats.rows, 1);
-        row.alt_apart_rate =
-            static_cast<double>(stats.band_apart) / std::max<int64_t>(stats.sampled, 1);
       } else if (variant == 0) {
         row.ours = med;
         row.ours_p99 = timing.p99;
         const auto stats = Must(sel.ReadStats(ctx));
         const double sampled_rows = std::max<int64_t>(stats.sampled, 1);
         row.band_rate = stats.band_rescued / sampled_rows;
-        row.apart_rate = stats.band_apart / sampled_rows;
         row.exact_rate = stats.exact_recovery / sampled_rows;
         row.mean_cands = static_cast<double>(stats.candidates) / std::max<int64_t>(stats.rows, 1);
         const double per_row_us = 1e3 / clock_khz / std::max<int64_t>(stats.rows, 1);
@@ -496,13 +483,11 @@ int main(int argc, char** argv) {
     if (alt != nullptr) {
       std::printf(
           "  alt M=%5lld N=%7lld %s block %d: %.4f ms x%.2f (%s block %d: %.4f ms x%.2f) alt/ours "
-          "%.3f  cands %.0f rescans/row %.3f us/row prop %.1f admit %.1f refine %.1f out %.1f"
-          "  band apart/row ours %.4f alt %.4f\n",
+          "%.3f  cands %.0f rescans/row %.3f us/row prop %.1f admit %.1f refine %.1f out %.1f\n",
           static_cast<long long>(m), static_cast<long long>(n), row.alt_route.c_str(),
           row.alt_block, row.alt, row.alt / row.floor, row.route.c_str(), row.block, row.ours,
           row.ours / row.floor, row.alt / row.ours, row.alt_mean_cands, row.alt_rescans,
-          row.alt_us_proposal, row.alt_us_admit, row.alt_us_refine, row.alt_us_finalize,
-          row.apart_rate, row.alt_apart_rate);
+          row.alt_us_proposal, row.alt_us_admit, row.alt_us_refine, row.alt_us_finalize);
     }
     std::fflush(stdout);
   }
@@ -517,21 +502,18 @@ int main(int argc, char** argv) {
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
                "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
                "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype,"
-               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us,band_apart_rate,"
-               "alt_band_apart_rate\n");
+               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us\n");
   for (const Row& r : results) {
     std::fprintf(
         f,
         "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f,%.5f,"
-        "%.5f\n",
+        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f\n",
         static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(), r.ours,
         r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate, r.mean_cands, r.bad,
         r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep", r.us_proposal, r.us_admit,
         r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt, r.alt / r.floor, r.alt_us_proposal,
         r.alt_us_admit, r.alt_us_refine, r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands,
-        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us,
-        r.apart_rate, r.alt_apart_rate);
+        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us);
   }
   std::fclose(f);
   if (times_csv != nullptr) std::fclose(times_csv);

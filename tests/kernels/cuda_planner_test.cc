@@ -173,46 +173,6 @@ TEST(CudaPlannerTest, AdmitRingWhereItMeasuredFaster) {
   EXPECT_FALSE(ring(bf16, 4096, 262144, 256, off));
 }
 
-// The band kept apart in the persistent main pass where the rows run in at
-// most kCudaBandApartMaxWaves waves of the plan's grid (the M = 512 column:
-// 512 rows on 528 small CTAs, or on 264 large ones); the knob forces it
-// either way and is validated; the workspace does not change.
-TEST(CudaPlannerTest, BandApartInAtMostTwoWaves) {
-  auto apart = [](int64_t m, int64_t n, CudaSelectorConfig c = {}) {
-    const Plan p = MustPlan(2048, m, n, c);
-    EXPECT_EQ(p.route, Route::kPersistentSampled) << m << " x " << n;
-    return CudaUseBandApart(p.shape, p.grid, c);
-  };
-  ASSERT_EQ(kCudaBandApartMaxWaves, 2);
-  EXPECT_TRUE(apart(512, 131072));    // 512 of 528 small CTAs: one wave
-  EXPECT_TRUE(apart(512, 1 << 20));   // 264 CTAs: two waves
-  EXPECT_TRUE(apart(1024, 131072));   // 528 CTAs: 1.94 waves
-  EXPECT_TRUE(apart(528, 1 << 20));   // exactly two waves of 264
-  EXPECT_FALSE(apart(529, 1 << 20));  // a third wave
-  EXPECT_FALSE(apart(1024, 1 << 20));
-  EXPECT_FALSE(apart(4096, 262144));
-  EXPECT_FALSE(apart(8192, 131072));
-  CudaSelectorConfig on, off;
-  on.band_apart = 1;
-  off.band_apart = 0;
-  EXPECT_TRUE(apart(8192, 1 << 20, on));
-  EXPECT_FALSE(apart(512, 131072, off));
-  EXPECT_EQ(MustPlan(2048, 512, 131072, on).workspace_bytes,
-            MustPlan(2048, 512, 131072, off).workspace_bytes);
-  // Three values only.
-  CudaSelectorConfig bad;
-  bad.band_apart = 2;
-  EXPECT_FALSE(
-      PlanCudaSelection(ProblemShape{2048, 512, 131072, Layout::kPitched}, {}, FakeH200(), bad)
-          .ok());
-  bad.band_apart = -2;
-  EXPECT_FALSE(
-      PlanCudaSelection(ProblemShape{2048, 512, 131072, Layout::kPitched}, {}, FakeH200(), bad)
-          .ok());
-  // No grid (no plan): never.
-  EXPECT_FALSE(CudaUseBandApart(ProblemShape{2048, 512, 131072, Layout::kPitched}, 0, {}));
-}
-
 TEST(CudaPlannerTest, GridIsCappedByRowsAndResidency) {
   EXPECT_EQ(MustPlan(2048, 1, 40000).grid, 1);
   EXPECT_EQ(MustPlan(2048, 263, 1 << 20).grid, 263);

@@ -48,7 +48,6 @@ sanitizer_filter='*RecoveryPathTest.*:*SanitizerSmall*:*NanRowsAndBadLengths*:*K
 sanitizer_filter+=':*ShortRowRouteTest.BoundaryBin*:*ShortRowRouteTest.Infinity*'
 # (The cluster route's rare paths: ClusterRouteTest.SanitizerSmallRows, by the
 # *SanitizerSmall* pattern above; the KV-split band's KvSplitBandTest.SanitizerSmall
-# and the persistent route's band kept apart, BandApartTest.SanitizerSmall,
 # too.) RacecheckOneRowPerPath: the cluster case small enough for racecheck on
 # the 16-CTA variants.
 sanitizer_filter+=':*RacecheckOneRowPerPath*:*RacecheckBandRow*'

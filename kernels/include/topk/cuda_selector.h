@@ -83,11 +83,6 @@ struct CudaSelectorConfig {
   // registers hold) instead of register loads: 1 on, 0 off, -1 the planner's
   // per-shape choice (CudaUseAdmitRing; bench/NOTES.md, "Selector II").
   int admit_ring = -1;
-  // The persistent route's main pass keeps the tau1 band apart (in the CTA's
-  // global slice), so a row whose certified set underfills K finishes from
-  // certified + band without a second read of the row: 1 on, 0 off, -1 the
-  // planner's choice (CudaUseBandApart; bench/NOTES.md, "Selector II", item 4).
-  int band_apart = -1;
   // Short rows: one 256-thread CTA per row, several rows in flight per SM, no
   // sampling (Route::kShortRowExact), on the buckets where CudaShortRowReach
   // says it measured faster than the persistent routes. false: those buckets
@@ -167,15 +162,6 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
 inline constexpr int64_t kCudaAdmitRingMinWidth16 = 131072;
 inline constexpr int64_t kCudaAdmitRingMinWidth32 = 262144;
 bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelectorConfig& config);
-
-// The band kept apart in the persistent route's main pass (band_apart = -1):
-// where the rows run in at most kCudaBandApartMaxWaves waves of the plan's
-// grid (M_cap <= waves x grid), a band row that re-reads its row after its
-// main pass is the launch's last row (bench/NOTES.md, "Selector II", item 4:
-// the M = 512 tail); at more waves other rows overlap the re-read. 0 turns
-// the default off. grid: the plan's persistent grid.
-inline constexpr int64_t kCudaBandApartMaxWaves = 2;
-bool CudaUseBandApart(const ProblemShape& shape, int32_t grid, const CudaSelectorConfig& config);
 
 // The short-row route's reach: the widest bucket (N_cap) where it measured
 // faster than the persistent routes on the H200, by K and M_cap

@@ -15,40 +15,6 @@
 
 namespace topk::cuda {
 
-// The tau1 band kept apart in the main pass (KernelParams::band_apart): the
-// pass streams at lo = t1, appends x >= hi = t0 to the warp segments as
-// before and lo <= x < hi to f (frontier B's global slice: s_cap 0) through
-// *count, publishing the band's smallest key to *neg_min_key. Entries past
-// f's capacity are dropped (the count shows it).
-struct BandApart {
-  Frontier f;
-  float lo, hi;
-  uint32_t* count;
-  uint32_t* neg_min_key;
-};
-
-// One group of the main pass: x >= t0 to the warp's segment; with kBand
-// (lo <= x < hi) to band.f. Called warp-uniformly.
-template <bool kBand, typename G>
-__device__ __forceinline__ void AdmitGroupToSegment(const G& group, uint32_t idx0, unsigned m,
-                                                    const Frontier& f, uint32_t seg, uint32_t& n,
-                                                    uint32_t* spill, uint32_t& min_key,
-                                                    const BandApart& band, uint32_t& band_min) {
-  if constexpr (kBand) {
-    const unsigned m0 = m != 0u ? m & GroupAtLeast(group, band.hi) : 0u;
-    const unsigned m1 = m & ~m0;
-    if (__any_sync(kFullMask, m0 != 0u)) {
-      AppendGroupToSegment(group, idx0, m0, f, seg, n, spill, min_key);
-    }
-    if (__any_sync(kFullMask, m1 != 0u))
-      AppendGroupShared(group, idx0, m1, band.f, band.count, band_min);
-  } else {
-    if (__any_sync(kFullMask, m != 0u)) {
-      AppendGroupToSegment(group, idx0, m, f, seg, n, spill, min_key);
-    }
-  }
-}
-
 // Phase 2, main pass: one pass over the valid row admitting x >= lo into the
 // warp segments of f (seg = f.s_cap / kWarps entries each) and f's global
 // slice, and flagging NaN. The compare is on raw floats: the cutoffs come
@@ -56,43 +22,28 @@ __device__ __forceinline__ void AdmitGroupToSegment(const G& group, uint32_t idx
 // No digit histogram here: CompactSegments builds it from the stored keys.
 // Writes each warp's segment count to warp_count[warp], the global entries'
 // count to *spill and the smallest admitted key to *neg_min_key
-// (PublishMinKey; both zeroed by the caller). kB: threads per CTA. kBand:
-// lo is band.lo (t1) and the segments take x >= band.hi (t0) only, the band
-// goes to band.f (BandApart). kRing: through the shared-memory ring
-// (StreamAdmitRing) instead of register loads (ring unused otherwise).
-template <int kB, int kUnroll, bool kBand, bool kRing, typename Row>
-__device__ __forceinline__ void AdmitToSegmentsBody(const Row& row, uint32_t L, float lo,
-                                                    const Frontier& f, uint32_t* warp_count,
-                                                    uint32_t* spill, uint32_t* neg_min_key,
-                                                    uint32_t* nan_flag, bool prefetch,
-                                                    const AdmitRing<kB>& ring,
-                                                    const BandApart& band) {
-  unsigned nan = 0;
-  uint32_t n = 0;  // warp-uniform
-  uint32_t min_key = 0xFFFFFFFFu, band_min = 0xFFFFFFFFu;
-  const uint32_t seg = f.s_cap / (kB / 32);
-  auto admit = [&](const auto& group, uint32_t idx0, unsigned m, unsigned nan_mask) {
-    nan |= nan_mask;
-    AdmitGroupToSegment<kBand>(group, idx0, m, f, seg, n, spill, min_key, band, band_min);
-  };
-  if constexpr (kRing) {
-    StreamAdmitRing<kB>(row, L, lo, admit, ring);
-  } else {
-    StreamAdmit<kB, kUnroll>(row, L, lo, admit, prefetch);
-  }
-  if ((threadIdx.x & 31) == 0) warp_count[threadIdx.x >> 5] = n;
-  PublishMinKey(min_key, neg_min_key);
-  if constexpr (kBand) PublishMinKey(band_min, band.neg_min_key);
-  if (nan) *nan_flag = 1u;
-}
-
+// (PublishMinKey; both zeroed by the caller). kB: threads per CTA.
 template <int kB, int kUnroll, typename Row>
 __device__ __noinline__ void AdmitToSegments(const Row row, uint32_t L, float lo, const Frontier f,
                                              uint32_t* warp_count, uint32_t* spill,
                                              uint32_t* neg_min_key, uint32_t* nan_flag,
                                              bool prefetch) {
-  AdmitToSegmentsBody<kB, kUnroll, false, false>(row, L, lo, f, warp_count, spill, neg_min_key,
-                                                 nan_flag, prefetch, AdmitRing<kB>{}, BandApart{});
+  unsigned nan = 0;
+  uint32_t n = 0;  // warp-uniform
+  uint32_t min_key = 0xFFFFFFFFu;
+  const uint32_t seg = f.s_cap / (kB / 32);
+  StreamAdmit<kB, kUnroll>(
+      row, L, lo,
+      [&](const auto& group, uint32_t idx0, unsigned m, unsigned nan_mask) {
+        nan |= nan_mask;
+        if (__any_sync(kFullMask, m != 0)) {
+          AppendGroupToSegment(group, idx0, m, f, seg, n, spill, min_key);
+        }
+      },
+      prefetch);
+  if ((threadIdx.x & 31) == 0) warp_count[threadIdx.x >> 5] = n;
+  PublishMinKey(min_key, neg_min_key);
+  if (nan) *nan_flag = 1u;
 }
 
 // AdmitToSegments through the ring (same outputs).
@@ -101,29 +52,22 @@ __device__ __noinline__ void AdmitToSegmentsRing(const Row row, uint32_t L, floa
                                                  const Frontier f, uint32_t* warp_count,
                                                  uint32_t* spill, uint32_t* neg_min_key,
                                                  uint32_t* nan_flag, const AdmitRing<kB> ring) {
-  AdmitToSegmentsBody<kB, 1, false, true>(row, L, lo, f, warp_count, spill, neg_min_key, nan_flag,
-                                          false, ring, BandApart{});
-}
-
-// AdmitToSegments / AdmitToSegmentsRing with the band kept
-// apart (kBand of AdmitToSegmentsBody): separate functions, so that the
-// passes without the band keep their registers.
-template <int kB, int kUnroll, typename Row>
-__device__ __noinline__ void AdmitToSegmentsBand(const Row row, uint32_t L, const Frontier f,
-                                                 uint32_t* warp_count, uint32_t* spill,
-                                                 uint32_t* neg_min_key, uint32_t* nan_flag,
-                                                 bool prefetch, const BandApart band) {
-  AdmitToSegmentsBody<kB, kUnroll, true, false>(row, L, band.lo, f, warp_count, spill, neg_min_key,
-                                                nan_flag, prefetch, AdmitRing<kB>{}, band);
-}
-template <int kB, typename Row>
-__device__ __noinline__ void AdmitToSegmentsBandRing(const Row row, uint32_t L, const Frontier f,
-                                                     uint32_t* warp_count, uint32_t* spill,
-                                                     uint32_t* neg_min_key, uint32_t* nan_flag,
-                                                     const AdmitRing<kB> ring,
-                                                     const BandApart band) {
-  AdmitToSegmentsBody<kB, 1, true, true>(row, L, band.lo, f, warp_count, spill, neg_min_key,
-                                         nan_flag, false, ring, band);
+  unsigned nan = 0;
+  uint32_t n = 0;  // warp-uniform
+  uint32_t min_key = 0xFFFFFFFFu;
+  const uint32_t seg = f.s_cap / (kB / 32);
+  StreamAdmitRing<kB>(
+      row, L, lo,
+      [&](const auto& group, uint32_t idx0, unsigned m, unsigned nan_mask) {
+        nan |= nan_mask;
+        if (__any_sync(kFullMask, m != 0)) {
+          AppendGroupToSegment(group, idx0, m, f, seg, n, spill, min_key);
+        }
+      },
+      ring);
+  if ((threadIdx.x & 31) == 0) warp_count[threadIdx.x >> 5] = n;
+  PublishMinKey(min_key, neg_min_key);
+  if (nan) *nan_flag = 1u;
 }
 
 // Moves the warp segments [w * seg, w * seg + n_w) of f's shared part to its
@@ -220,25 +164,14 @@ __device__ __noinline__ void AdmitPass(const Row row, uint32_t L, float lo, floa
 // and the shared part holds s.warp_count[kWarps] entries.
 // ring: the pass streams through the shared-memory ring (its early stages
 // already issued), and the histogram it overwrote is cleared after it.
-// kBand: the pass streams at band.lo and keeps the band apart (BandApart;
-// band.hi == t), the admitted set is still x >= t.
-template <int kB, int kU, bool kBand = false, typename Row>
+template <int kB, int kU, typename Row>
 __device__ __forceinline__ void AdmitMain(SharedState<kB>& s, const Row& row, uint32_t L, float t,
                                           const Frontier& fa, bool prefetch,
-                                          const AdmitRing<kB>* ring = nullptr,
-                                          const BandApart band = BandApart{}) {
+                                          const AdmitRing<kB>* ring = nullptr) {
   if (ring != nullptr) {
-    if constexpr (kBand) {
-      AdmitToSegmentsBandRing<kB>(row, L, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, *ring,
-                                  band);
-    } else {
-      AdmitToSegmentsRing<kB>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, *ring);
-    }
+    AdmitToSegmentsRing<kB>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, *ring);
     __syncthreads();
     ClearHist(s);  // CompactSegments synchronises before counting into it
-  } else if constexpr (kBand) {
-    AdmitToSegmentsBand<kB, kU>(row, L, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan,
-                                prefetch, band);
   } else {
     AdmitToSegments<kB, kU>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan,
                             prefetch);

@@ -35,10 +35,6 @@ struct __align__(16) SharedState {
   uint32_t next_count;
   uint32_t tie_count;
   uint32_t nan;
-  // Main pass with the band kept apart (KernelParams::band_apart): the band's
-  // entries and ~(its smallest key) (PublishMinKey).
-  uint32_t band_count;
-  uint32_t band_neg_min_key;
   float t0, t1;
   long long next_row;
   // Thread 0's only: the row's words of KernelParams::row_trace while it runs.

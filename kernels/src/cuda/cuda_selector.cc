@@ -34,10 +34,6 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   p.dtype = static_cast<int32_t>(plan.shape.dtype);
   p.prefetch = config.l2_prefetch ? 1 : 0;
   p.admit_ring = CudaUseAdmitRing(plan.shape, plan.block, config) ? 1 : 0;
-  p.band_apart =
-      plan.route == Route::kPersistentSampled && CudaUseBandApart(plan.shape, plan.grid, config)
-          ? 1
-          : 0;
   p.short_row_variant = config.short_row_variant;
   p.row_trace = config.row_trace;
   if (plan.route == Route::kShortRowExact && (config.short_row_variant & kShortRowSharedRow)) {

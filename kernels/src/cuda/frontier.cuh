@@ -215,42 +215,6 @@ __device__ __forceinline__ void PackedMasks(uint4 v, uint32_t t2, unsigned* ge, 
   *nan = n;
 }
 
-// Bit j: value j of the group is >= t (the same compare as the pass's masks:
-// raw floats for a Quad, the type's exact packed compare for an Octet).
-__device__ __forceinline__ unsigned GroupAtLeast(const Quad& g, float t) {
-  return AtLeastMask(g.v, t);
-}
-template <typename Unpack>
-__device__ __forceinline__ unsigned GroupAtLeast(const Octet<Unpack>& g, float t) {
-  unsigned ge, nan;
-  PackedMasks<Unpack>(g.w, Unpack::ExactThreshold(t), &ge, &nan);
-  return ge;
-}
-
-// AppendQuad for any group (Quad or Octet): one atomic per warp on the
-// shared count reserves the slots of the admitted values (bit j of m).
-// Every lane of the warp must call it. (The cluster route's classification
-// keeps its own copy, AppendGroup.)
-template <typename G>
-__device__ __forceinline__ void AppendGroupShared(const G& g, uint32_t idx0, unsigned m,
-                                                  const Frontier& f, uint32_t* count,
-                                                  uint32_t& min_key) {
-  uint32_t total;
-  const uint32_t excl =
-      G::kN <= 4 ? WarpPrefix4(__popc(m), &total) : WarpPrefix8(__popc(m), &total);
-  uint32_t base = 0;
-  if ((threadIdx.x & 31) == 0) base = atomicAdd(count, total);
-  uint32_t pos = __shfl_sync(kFullMask, base, 0) + excl;
-#pragma unroll
-  for (int j = 0; j < G::kN; ++j) {
-    if ((m >> j) & 1u) {
-      const uint32_t key = Key32(g.Value(j));
-      min_key = min(min_key, key);
-      f.Put(pos++, idx0 + j, key);
-    }
-  }
-}
-
 template <int kB, int kUnroll, typename Unpack, typename Row, typename G>
 __device__ __forceinline__ void StreamAdmitAs(const Row& row, uint32_t L, float lo, G& g,
                                               bool prefetch) {

@@ -80,11 +80,6 @@ struct KernelParams {
   int32_t admit_ring = 0;
   // KV-split only: 1 keeps the band in its own buffer (kv_split_band).
   int32_t kv_band = 0;
-  // Persistent route only (CudaUseBandApart): 1 keeps the tau1 band
-  // t1 <= x < t0 apart in the main pass (in frontier B's global slice), so a
-  // row whose certified set underfills K finishes from certified + band
-  // without a second read of the row.
-  int32_t band_apart = 0;
   // Short-row route only: CudaSelectorConfig::short_row_variant.
   int32_t short_row_variant = 0;
   // kShortRowSharedRow: bytes of the CTA's row buffer (0: none; rows whose

@@ -49,11 +49,10 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
   const Frontier& fb = c.fb;
   uint32_t* out_buf = c.out_buf;
   uint64_t* sort_buf = c.sort_buf;
-  const bool ring = p.admit_ring != 0;        // CudaUseAdmitRing
-  const bool band_apart = p.band_apart != 0;  // CudaUseBandApart
+  const bool ring = p.admit_ring != 0;  // CudaUseAdmitRing
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
-    SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf, ring, band_apart);
+    SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf, ring);
     r = ClaimNextRow(s, p);
   }
   RestoreRowCounters(p);

@@ -13,7 +13,6 @@
 #include "exact_recovery.cuh"
 #include "frontier.cuh"
 #include "kernel_args.h"
-#include "kv_split_band.cuh"
 #include "output.cuh"
 #include "proposal.cuh"
 #include "refinement.cuh"
@@ -62,32 +61,11 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsign
 // Every thread of the CTA calls it; it synchronises on exit. ring: the main
 // certification pass streams through the shared-memory ring (AdmitRing; fb
 // and the output as MakeCtaStores lays them out: the persistent route).
-// band_apart: the main pass keeps the tau1 band apart in frontier B's global
-// slice (BandApart), so an underfilled row finishes without re-reading the
-// row when the band fits the slice (the persistent route's one-wave shapes:
-// KernelParams::band_apart).
-// An underfilled row's band kept apart by the main pass (band_n entries of
-// band): appended after the admitted entries, with the count, the smallest
-// key and the route counters the band pass would leave. Synchronises on exit.
-template <int kB>
-__device__ __noinline__ void AdmitBandKeptApart(SharedState<kB>& s, const KernelParams& p,
-                                                const Frontier fa, const Frontier band,
-                                                uint32_t admitted, uint32_t band_n) {
-  AppendBandEntries<kB>(band, band_n, AdmittedView(s, fa), admitted);
-  if (threadIdx.x == 0) {
-    s.count = admitted + band_n;
-    s.neg_min_key = max(s.neg_min_key, s.band_neg_min_key);
-    AddStat(p, Stat::kBandRescued, 1);
-    AddStat(p, Stat::kBandApart, 1);
-  }
-  __syncthreads();
-}
-
 template <int kB, int kU, typename Row>
 __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
                                        const KernelParams& p, int64_t r, const Frontier& fa,
                                        const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf,
-                                       bool ring = false, bool band_apart = false) {
+                                       bool ring = false) {
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
   const Row row = RowOf<Row>(a, p, r);
@@ -99,10 +77,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     return;
   }
   const uint32_t L = static_cast<uint32_t>(length);
-  if (tid == 0) {
-    s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
-    s.band_count = 0u, s.band_neg_min_key = 0u;
-  }
+  if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   ClearHist(s);
   __syncthreads();
   // Phase timers (tid 0's clock after each phase's closing barrier) and,
@@ -156,20 +131,11 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
         __syncthreads();
         lap(Stat::kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        // Shared cutoffs and a uniform flag: the whole CTA takes one branch.
-        const bool apart = band_apart && b1.bin > b0.bin && t1 < t0;
-        const Frontier band{nullptr, nullptr, 0u, fb.g_idx, fb.g_key, fb.g_cap};
-        if (apart) {
-          AdmitMain<kB, kU, true>(s, row, L, t0, fa, p.prefetch != 0, ring ? &admit_ring : nullptr,
-                                  BandApart{band, t1, t0, &s.band_count, &s.band_neg_min_key});
-        } else {
-          AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0, ring ? &admit_ring : nullptr);
-        }
+        AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0, ring ? &admit_ring : nullptr);
         // The band pass below adds to s.count and may set s.nan: every warp
         // reads both before any warp can take that branch, so the whole CTA
         // takes the same branch and reaches the same barriers.
         const uint32_t admitted = s.count;
-        const uint32_t band_n = s.band_count;
         const bool main_nan = s.nan != 0u;
         __syncthreads();
         if (!main_nan) {
@@ -177,14 +143,6 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
             need_exact = false;
             cut = t0;
             if (tid == 0) AddStat(p, Stat::kCertified, 1);
-          } else if (apart && band_n <= band.g_cap) {
-            // Underfill, the whole band kept: the admitted set at t1 is
-            // certified + band, the same set the band pass below appends.
-            if (admitted + band_n >= k) {
-              AdmitBandKeptApart<kB>(s, p, fa, band, admitted, band_n);
-              need_exact = false;
-              cut = t1;
-            }
           } else if (b1.bin > b0.bin) {
             // Underfill: append the band t1 <= x < t0 and re-certify.
             AdmitPass<kB, true, false, kU>(row, L, t1, t0, AdmittedView(s, fa), &s.count,

@@ -81,11 +81,6 @@ bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelect
          shape.max_width >= min_width;
 }
 
-bool CudaUseBandApart(const ProblemShape& shape, int32_t grid, const CudaSelectorConfig& config) {
-  if (config.band_apart >= 0) return config.band_apart > 0;
-  return grid > 0 && shape.max_rows <= kCudaBandApartMaxWaves * int64_t{grid};
-}
-
 int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& config) {
   if (!config.enable_kv_split || config.kv_split_force <= 0 ||
       shape.max_width < kCudaKvSplitMinWidth) {
@@ -172,10 +167,6 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
       config.kv_split_force != 8) {
     return absl::InvalidArgumentError(
         absl::StrFormat("kv_split_force = %d: 0, 2, 4 or 8", config.kv_split_force));
-  }
-  if (config.band_apart < -1 || config.band_apart > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("band_apart = %d: -1, 0 or 1", config.band_apart));
   }
   Plan plan;
   plan.shape = shape;

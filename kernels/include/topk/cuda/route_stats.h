@@ -35,7 +35,4 @@
   /* rows the short-row route served (one CTA per row, no sampling) */         \
   X(short_rows, kShortRows)                                                    \
   /* rows a whole cluster served (the cluster route, not its one-CTA rows) */  \
-  X(cluster_rows, kClusterRows)                                                \
-  /* band rows finished from the band the persistent main pass kept apart */   \
-  /* (band_apart: no second read of the row) */                                \
-  X(band_apart, kBandApart)
+  X(cluster_rows, kClusterRows)
