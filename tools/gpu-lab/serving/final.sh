@@ -30,18 +30,22 @@ step_final() {
     END {printf "%d of %d checks passed, %d with skipped tests", p, n, s}')
   [ "${FINAL_SUITES:-1}" != 0 ] && note "final: $passed (expected: 8 of 8, 0 skipped)"
 
-  log "final: 64 x 1M per request by IPC, 64 clients, one GPU vs two (one loadgen spread over both)"
+  log "final: 64 x 1M per request by IPC, ${FINAL_CLIENTS:-64} clients, one GPU vs two (one loadgen spread over both)"
   if two_gpus; then
     # FINAL_WIDTH: narrower rows for a dry run on the CPU backend.
     base=(--transport="$ipc" --call=pipeline --workload=fixed --rows=64 --width="${FINAL_WIDTH:-1048576}"
       --duration_s=2 --warmup_s=1 --verify_every=1000)
-    gpu_split final-big 64 64 g1 g2-one
+    # FINAL_CLIENTS: closed-loop clients in all (default 64).
+    gpu_split final-big 64 "${FINAL_CLIENTS:-64}" g1 g2-one
   else
     note "final: one GPU visible, the two-GPU figure skipped"
   fi
 
-  log "final: inline 64 x 128K at 1 and 8 clients on GPU 0, beside a pinned copy of the same bytes"
-  pinned_copy
-  inline_runs default
+  # FINAL_INLINE=0: the inline figures are not wanted in this call.
+  if [ "${FINAL_INLINE:-1}" != 0 ]; then
+    log "final: inline 64 x 128K at 1 and 8 clients on GPU 0, beside a pinned copy of the same bytes"
+    pinned_copy
+    inline_runs default
+  fi
   note "final: $((SECONDS - began)) s of $budget"
 }
