@@ -391,10 +391,10 @@ absl::StatusOr<Plan> ClusterPlan(int32_t k, int64_t m, int64_t n, CudaSelectorCo
 
 // The cluster route by the measured table: few rows (M_cap <= kCudaClusterMaxRows)
 // of N_cap >= kCudaClusterTableMinWidth; 16 CTAs for one row of 1M, 8
-// elsewhere, 1 CTA per SM; up to kCudaClusterDenseMaxRows rows of 1M on the
-// 2-CTAs-per-SM variant; more rows keep KV-split. Forced on, it takes every
-// sampled bucket of N_cap >= kCudaClusterMinWidth with clusters taking rows in
-// turn; forced off, never; never without clusters on the device.
+// elsewhere, 1 CTA per SM; more rows keep KV-split (16 x 1M included: KV-split
+// with its band kept apart measured faster than the 2-CTAs-per-SM variant). Forced on, it takes
+// every sampled bucket of N_cap >= kCudaClusterMinWidth with clusters taking rows in turn; forced
+// off, never; never without clusters on the device.
 TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
   for (int64_t m : {int64_t{1}, int64_t{2}, kCudaClusterMaxRows}) {
     for (int64_t n : {kCudaClusterTableMinWidth, int64_t{1} << 20}) {
@@ -411,17 +411,16 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
       EXPECT_NE(p->Explain().find("cluster-sampled"), std::string::npos);
     }
   }
-  for (int64_t m : {kCudaClusterMaxRows + 1, kCudaClusterDenseMaxRows}) {
-    const Plan dense = *ClusterPlan(2048, m, kCudaClusterDenseMinWidth);
-    EXPECT_EQ(dense.route, Route::kClusterSampled) << m;
-    EXPECT_EQ(dense.split, 8);
-    EXPECT_EQ(dense.ctas_per_sm, 2);
-    EXPECT_EQ(dense.grid, m * 8);
+  for (int64_t m : {kCudaClusterMaxRows + 1, int64_t{16}}) {
+    EXPECT_EQ(ClusterPlan(2048, m, 1 << 20)->route, Route::kKvSplitSampled) << m;
   }
-  EXPECT_EQ(ClusterPlan(2048, kCudaClusterDenseMaxRows, kCudaClusterDenseMinWidth / 2)->route,
-            Route::kKvSplitSampled);
-  EXPECT_EQ(ClusterPlan(2048, kCudaClusterDenseMaxRows + 1, 1 << 20)->route,
-            Route::kKvSplitSampled);
+  // The 2-CTAs-per-SM variant by the knob alone.
+  CudaSelectorConfig two_per_sm;
+  two_per_sm.cluster_ctas_per_sm = 2;
+  const Plan two = *ClusterPlan(2048, 4, 1 << 20, two_per_sm);
+  EXPECT_EQ(two.route, Route::kClusterSampled);
+  EXPECT_EQ(two.ctas_per_sm, 2);
+  EXPECT_EQ(two.grid, 4 * 8);
   EXPECT_EQ(ClusterPlan(2048, 64, 1 << 20)->route, Route::kKvSplitSampled);
   EXPECT_EQ(ClusterPlan(2048, 1, kCudaClusterTableMinWidth - 1)->route, Route::kKvSplitSampled);
   EXPECT_EQ(ClusterPlan(kCudaMaxFastK + 1, 1, 1 << 20)->route, Route::kGeneralExact);

@@ -198,16 +198,13 @@ int64_t CudaShortRowReach(int32_t k, int64_t max_rows);
 //     per SM; 16 CTAs per cluster for one row of N_cap >=
 //     kCudaCluster16MinWidth, 8 elsewhere (faster than KV-split at the median,
 //     the mean and the p99 on all six shapes);
-//   M_cap <= kCudaClusterDenseMaxRows, N_cap >= kCudaClusterDenseMinWidth: 8
-//     CTAs, 2 per SM (16 x 1M: mean 1.5x and p99 3.4x better than KV-split,
-//     whose underfilled rows re-run on one CTA; median 24 % worse);
-//   more rows keep KV-split / persistent (32 x 512K, 64 x 1M: slower).
+//   more rows keep KV-split / persistent (16 x 1M: KV-split, its band kept
+//   apart, 8 % faster than the 2-CTAs-per-SM cluster variant at the median
+//   and the p99; 32 x 512K, 64 x 1M: faster still).
 inline constexpr int64_t kCudaClusterMinWidth = 65536;
 inline constexpr int64_t kCudaClusterTableMinWidth = 131072;
 inline constexpr int64_t kCudaClusterMaxRows = 8;
 inline constexpr int64_t kCudaCluster16MinWidth = 1048576;
-inline constexpr int64_t kCudaClusterDenseMaxRows = 16;
-inline constexpr int64_t kCudaClusterDenseMinWidth = 1048576;
 struct CudaClusterChoice {
   int size = 0;  // CTAs per cluster; 0: not the cluster route
   int ctas_per_sm = 0;

@@ -100,14 +100,12 @@ CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceI
   // The measured table (cuda_selector.h).
   const bool few =
       shape.max_rows <= kCudaClusterMaxRows && shape.max_width >= kCudaClusterTableMinWidth;
-  const bool dense = !few && shape.max_rows <= kCudaClusterDenseMaxRows &&
-                     shape.max_width >= kCudaClusterDenseMinWidth;
-  if (config.cluster_route == 0 && !few && !dense) return {};
+  if (config.cluster_route == 0 && !few) return {};
   CudaClusterChoice c;
   c.size = config.cluster_size != 0
                ? config.cluster_size
                : (shape.max_rows == 1 && shape.max_width >= kCudaCluster16MinWidth ? 16 : 8);
-  c.ctas_per_sm = config.cluster_ctas_per_sm != 0 ? config.cluster_ctas_per_sm : (dense ? 2 : 1);
+  c.ctas_per_sm = config.cluster_ctas_per_sm != 0 ? config.cluster_ctas_per_sm : 1;
   c.clusters = ClustersOf(device, c.size, c.ctas_per_sm);
   if (c.clusters <= 0) return {};
   return c;
