@@ -34,12 +34,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench_config.h"
 #include "bench_data.h"
 #include "bench_timing.h"
 #include "bench_trace.h"
@@ -48,61 +50,16 @@
 #include "topk/cuda/resources.h"
 #include "topk/cuda_selector.h"
 
-// The selector options default to CudaSelectorConfig's own defaults.
+// The run's options (the selector's: bench_config.h).
 ABSL_FLAG(std::string, csv, "bench_gpu.csv", "where to write the per-shape CSV");
 ABSL_FLAG(bool, quick, false, "5 repetitions per shape");
 ABSL_FLAG(int32_t, reps, 0, "repetitions per shape (0: by size, 15 or 40)");
 ABSL_FLAG(std::string, shapes, "",
           "M:N pairs, comma separated (empty: the 20-shape matrix, then the decode shapes)");
-ABSL_FLAG(int32_t, stride, topk::CudaSelectorConfig{}.sample_stride,
-          "sample stride s (0: the planner's choice)");
-ABSL_FLAG(int32_t, run, topk::CudaSelectorConfig{}.sample_run,
-          "consecutive floats per view position group (1 or 8)");
-ABSL_FLAG(bool, prefetch, topk::CudaSelectorConfig{}.l2_prefetch,
-          "L2 bulk prefetch ahead of the certification pass");
-ABSL_FLAG(bool, kv_split, topk::CudaSelectorConfig{}.enable_kv_split,
-          "split few long rows over several CTAs");
-ABSL_FLAG(int32_t, ctas_per_sm, topk::CudaSelectorConfig{}.ctas_per_sm_target,
-          "persistent kernel variant: 0 (planner's choice), 2 (512 threads) or 4 (256)");
-ABSL_FLAG(int32_t, alt_ctas_per_sm, -1,
-          "A/B: also time a selector with this variant on the same data (-1: none)");
-ABSL_FLAG(
-    int32_t, admit_ring, topk::CudaSelectorConfig{}.admit_ring,
-    "certification pass through the shared-memory ring: 1 on, 0 off, -1 the variant's default");
-ABSL_FLAG(int32_t, alt_admit_ring, -2,
-          "time a second selector with this admit_ring (-2: none) on the same data");
 ABSL_FLAG(int32_t, k, 2048, "K, the rank selected per row");
-ABSL_FLAG(int64_t, short_rows, -1,
-          "short-row route: -1 the planner's table, 0 off, W > 0 every N_cap <= W");
-ABSL_FLAG(int64_t, alt_short_rows, -2,
-          "A/B: also time a selector with this short-row setting (as --short_rows; -2: none)");
-ABSL_FLAG(bool, kv_split_band, topk::CudaSelectorConfig{}.kv_split_band,
-          "KV-split: keep the band apart in the segment CTAs");
-ABSL_FLAG(int32_t, alt_kv_split_band, -1,
-          "A/B: the second selector's kv_split_band (0 or 1; -1: as --kv_split_band)");
-ABSL_FLAG(int32_t, short_row_variant, topk::CudaSelectorConfig{}.short_row_variant,
-          "short-row kernel variant (topk/cuda/short_row_variant.h bits)");
-ABSL_FLAG(int32_t, alt_short_row_variant, -1,
-          "A/B: the second selector's short-row kernel variant (-1: as --short_row_variant)");
 ABSL_FLAG(std::string, dtype, "fp32", "score type of the rows: fp32, bf16 or fp16");
 ABSL_FLAG(bool, exact, true, "also time the exact route (sampling off) on the same data");
-ABSL_FLAG(int32_t, cluster, topk::CudaSelectorConfig{}.cluster_route,
-          "cluster route: 0 the planner's table, 1 every bucket it serves, -1 off");
-ABSL_FLAG(int32_t, cluster_size, topk::CudaSelectorConfig{}.cluster_size, "CTAs per cluster");
-ABSL_FLAG(int32_t, alt_cluster, -2,
-          "A/B: also time a selector with this cluster setting (as --cluster; -2: none)");
-ABSL_FLAG(int32_t, alt_cluster_size, topk::CudaSelectorConfig{}.cluster_size,
-          "CTAs per cluster of the --alt_cluster selector");
-ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
-          "cluster kernel variant: 1 or 2 CTAs per SM (0: the planner's)");
-ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
-          "cluster kernel variant of the --alt_cluster selector");
 ABSL_FLAG(std::string, times_csv, "", "append every timed repetition here (empty: none)");
-ABSL_FLAG(int32_t, kv_split_force, topk::CudaSelectorConfig{}.kv_split_force,
-          "CudaSelectorConfig::kv_split_force: 2/4/8 the KV-split route with that split on every "
-          "sampled shape, 0 the planner");
-ABSL_FLAG(int32_t, alt_kv_split_force, -1,
-          ">= 0: time a second selector with that kv_split_force on the same data");
 ABSL_FLAG(bool, trace, false,
           "after timing, one more launch per selector with each row's start and end on the "
           "global timer (row_trace): start skew, row ends, the longest row, SMs used");
@@ -112,12 +69,6 @@ ABSL_FLAG(int32_t, replay_loop, 0,
           "output: host issue time and device time per call");
 
 namespace {
-
-// The selector configuration for a --short_rows value.
-void ApplyShortRows(int64_t setting, topk::CudaSelectorConfig* cfg) {
-  if (setting == 0) cfg->enable_short_rows = false;
-  if (setting > 0) cfg->short_row_max_width = setting;
-}
 
 template <typename T>
 T Must(absl::StatusOr<T> v) {
@@ -177,18 +128,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--shapes: expected M:N,M:N,...\n");
     return 2;
   }
-  topk::CudaSelectorConfig cfg;
-  cfg.sample_stride = absl::GetFlag(FLAGS_stride);
-  cfg.sample_run = absl::GetFlag(FLAGS_run);
-  cfg.l2_prefetch = absl::GetFlag(FLAGS_prefetch);
-  cfg.enable_kv_split = absl::GetFlag(FLAGS_kv_split);
-  cfg.ctas_per_sm_target = absl::GetFlag(FLAGS_ctas_per_sm);
-  cfg.admit_ring = absl::GetFlag(FLAGS_admit_ring);
-  ApplyShortRows(absl::GetFlag(FLAGS_short_rows), &cfg);
-  cfg.short_row_variant = absl::GetFlag(FLAGS_short_row_variant);
-  cfg.kv_split_band = absl::GetFlag(FLAGS_kv_split_band);
-  cfg.kv_split_force = absl::GetFlag(FLAGS_kv_split_force);
-  const int alt_kv_split_force = absl::GetFlag(FLAGS_alt_kv_split_force);
+  const topk::CudaSelectorConfig cfg = topk::bench::SelectorConfigFromFlags();
   const bool trace = absl::GetFlag(FLAGS_trace);
   FILE* trace_csv = nullptr;
   if (!absl::GetFlag(FLAGS_trace_csv).empty()) {
@@ -200,19 +140,11 @@ int main(int argc, char** argv) {
     if (trace_csv == nullptr) return 1;
     if (fresh) std::fputs(topk::bench::TraceCsvHeader(), trace_csv);
   }
-  const int alt_kv_split_band = absl::GetFlag(FLAGS_alt_kv_split_band);
-  const int alt_short_row_variant = absl::GetFlag(FLAGS_alt_short_row_variant);
-  cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
-  cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
-  cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
-  const int alt_cluster = absl::GetFlag(FLAGS_alt_cluster);
   FILE* times_csv = nullptr;
   if (!absl::GetFlag(FLAGS_times_csv).empty()) {
     times_csv = std::fopen(absl::GetFlag(FLAGS_times_csv).c_str(), "a");
     if (times_csv == nullptr) return 1;
   }
-  const int alt_ctas = absl::GetFlag(FLAGS_alt_ctas_per_sm);
-  const int64_t alt_short_rows = absl::GetFlag(FLAGS_alt_short_rows);
   if (shapes.empty()) {
     for (int64_t n : {131072, 262144, 524288, 1048576}) {
       for (int64_t m : {512, 1024, 2048, 4096, 8192}) shapes.emplace_back(m, n);
@@ -241,27 +173,9 @@ int main(int argc, char** argv) {
   // The A/B selector: the same options as the sampled one but the variant
   // or the short-row setting.
   std::unique_ptr<topk::CudaSelector> alt;
-  const int alt_ring = absl::GetFlag(FLAGS_alt_admit_ring);
-  topk::CudaSelectorConfig alt_cfg = cfg;
-  if (alt_ctas >= 0 || alt_short_rows >= -1 || alt_cluster >= -1 || alt_ring >= -1 ||
-      alt_short_row_variant >= 0 || alt_kv_split_band >= 0 || alt_kv_split_force >= 0) {
-    if (alt_kv_split_force >= 0) alt_cfg.kv_split_force = alt_kv_split_force;
-    if (alt_kv_split_band >= 0) alt_cfg.kv_split_band = alt_kv_split_band != 0;
-    if (alt_short_row_variant >= 0) alt_cfg.short_row_variant = alt_short_row_variant;
-    if (alt_cluster >= -1) {
-      alt_cfg.cluster_route = alt_cluster;
-      alt_cfg.cluster_size = absl::GetFlag(FLAGS_alt_cluster_size);
-      alt_cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_alt_cluster_ctas_per_sm);
-    }
-    if (alt_ctas >= 0) alt_cfg.ctas_per_sm_target = alt_ctas;
-    if (alt_ring >= -1) alt_cfg.admit_ring = alt_ring;
-    if (alt_short_rows >= -1) {
-      alt_cfg.enable_short_rows = topk::CudaSelectorConfig{}.enable_short_rows;
-      alt_cfg.short_row_max_width = 0;
-      ApplyShortRows(alt_short_rows, &alt_cfg);
-    }
-    alt = Must(topk::CudaSelector::Create(alt_cfg));
-  }
+  const std::optional<topk::CudaSelectorConfig> alt_choice = topk::bench::AltConfigFromFlags(cfg);
+  const topk::CudaSelectorConfig alt_cfg = alt_choice.value_or(cfg);
+  if (alt_choice.has_value()) alt = Must(topk::CudaSelector::Create(alt_cfg));
   auto stream = Must(topk::cuda::CreateStream());
   auto ev0 = Must(topk::cuda::CreateEvent());
   auto ev1 = Must(topk::cuda::CreateEvent());
