@@ -54,6 +54,8 @@ TEST(Startup, ImpossibleLimitsAreRefusedNamingTheFlag) {
       {"--workers", [](ServerOptions& o) { o.backends.workers = 100000; }},
       {"--workers", [](ServerOptions& o) { o.backends.workers = -3; }},
       {"--cpu_threads", [](ServerOptions& o) { o.backends.cpu_threads = -1; }},
+      {"--copy_threads", [](ServerOptions& o) { o.backends.copy_threads = -2; }},
+      {"--copy_threads", [](ServerOptions& o) { o.backends.copy_threads = 257; }},
       {"--max_recv_message_bytes", [](ServerOptions& o) { o.max_recv_message_bytes = 0; }},
       {"--max_recv_message_bytes", [](ServerOptions& o) { o.max_recv_message_bytes = -1; }},
       {"--max_send_message_bytes", [](ServerOptions& o) { o.max_send_message_bytes = 100; }},
