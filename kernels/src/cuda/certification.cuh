@@ -162,13 +162,13 @@ __device__ __noinline__ void AdmitPass(const Row row, uint32_t L, float lo, floa
 // bits, s.hist_top). On entry s.spill, s.neg_min_key and s.hist are zero (with
 // a barrier since); on exit s.count is the admitted count (shared + global)
 // and the shared part holds s.warp_count[kWarps] entries.
-// ring: the pass streams through the shared-memory ring (its early stages
+// kRing: the pass streams through the shared-memory ring (its early stages
 // already issued), and the histogram it overwrote is cleared after it.
-template <int kB, int kU, typename Row>
+template <int kB, int kU, bool kRing = false, typename Row>
 __device__ __forceinline__ void AdmitMain(SharedState<kB>& s, const Row& row, uint32_t L, float t,
                                           const Frontier& fa, bool prefetch,
                                           const AdmitRing<kB>* ring = nullptr) {
-  if (ring != nullptr) {
+  if constexpr (kRing) {
     AdmitToSegmentsRing<kB>(row, L, t, fa, s.warp_count, &s.spill, &s.neg_min_key, &s.nan, *ring);
     __syncthreads();
     ClearHist(s);  // CompactSegments synchronises before counting into it

@@ -37,7 +37,9 @@ __device__ __forceinline__ void RestoreRowCounters(const KernelParams& p) {
   }
 }
 
-template <int kB, typename Row>
+// kRing: the certification pass streams through the shared-memory ring
+// (CudaUseAdmitRing picks the instantiation per shape).
+template <int kB, typename Row, bool kRing>
 __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
     PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                            const KernelParams p) {
@@ -45,14 +47,9 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
   SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
   const CtaStores<kB> c = MakeCtaStores(s, p);
-  const Frontier& fa = c.fa;
-  const Frontier& fb = c.fb;
-  uint32_t* out_buf = c.out_buf;
-  uint64_t* sort_buf = c.sort_buf;
-  const bool ring = p.admit_ring != 0;  // CudaUseAdmitRing
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
-    SelectRow<kB, kAdmitUnroll, Row>(s, a, p, r, fa, fb, out_buf, sort_buf, ring);
+    SelectRow<kB, kAdmitUnroll, Row, kRing>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
     r = ClaimNextRow(s, p);
   }
   RestoreRowCounters(p);
@@ -67,40 +64,61 @@ size_t PersistentSharedBytes(int block) {
 
 namespace {
 
-// Both row views of one variant share its launch bounds and shared memory.
+// The kernel of variant kB for one row view and ring choice.
+template <int kB, typename Row, bool kRing>
+constexpr auto kKernel = PersistentSelectKernel<kB, Row, kRing>;
+
+// Every instantiation of a variant (two row views, with and without the
+// ring) shares its launch bounds and shared memory.
 template <int kB>
 cudaError_t ConfigureVariant() {
   const int smem = static_cast<int>(PersistentSharedBytes(kB));
-  const cudaError_t e = cudaFuncSetAttribute(PersistentSelectKernel<kB, F32Row>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (e != cudaSuccess) return e;
-  return cudaFuncSetAttribute(PersistentSelectKernel<kB, Half16Row>,
-                              cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  for (const auto kernel : {kKernel<kB, F32Row, false>, kKernel<kB, Half16Row, false>,
+                            kKernel<kB, F32Row, true>, kKernel<kB, Half16Row, true>}) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
 }
 
-// The smaller residency of the variant's two row views (equal in practice:
-// the launch bounds fix the registers).
+// The smallest residency over the variant's instantiations (equal in
+// practice: the launch bounds fix the registers).
 template <int kB>
 cudaError_t VariantOccupancy(int* ctas_per_sm) {
   const size_t smem = PersistentSharedBytes(kB);
-  int f32 = 0, half = 0;
-  cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &f32, PersistentSelectKernel<kB, F32Row>, kB, smem);
-  if (e != cudaSuccess) return e;
-  e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&half, PersistentSelectKernel<kB, Half16Row>,
-                                                    kB, smem);
-  *ctas_per_sm = f32 < half ? f32 : half;
-  return e;
+  int least = 0;
+  bool first = true;
+  for (const auto kernel : {kKernel<kB, F32Row, false>, kKernel<kB, Half16Row, false>,
+                            kKernel<kB, F32Row, true>, kKernel<kB, Half16Row, true>}) {
+    int n = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kB, smem);
+    if (e != cudaSuccess) return e;
+    least = first || n < least ? n : least;
+    first = false;
+  }
+  *ctas_per_sm = least;
+  return cudaSuccess;
+}
+
+template <int kB, typename Row>
+void LaunchRowView(const DeviceArgs& args, const DeviceArgs* dev_args, const KernelParams& params,
+                   int grid, cudaStream_t stream) {
+  const size_t smem = PersistentSharedBytes(kB);
+  if (params.admit_ring != 0) {
+    PersistentSelectKernel<kB, Row, true><<<grid, kB, smem, stream>>>(args, dev_args, params);
+  } else {
+    PersistentSelectKernel<kB, Row, false><<<grid, kB, smem, stream>>>(args, dev_args, params);
+  }
 }
 
 template <int kB>
 void LaunchVariant(const DeviceArgs& args, const DeviceArgs* dev_args, const KernelParams& params,
                    int grid, cudaStream_t stream) {
-  const size_t smem = PersistentSharedBytes(kB);
   if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
-    PersistentSelectKernel<kB, F32Row><<<grid, kB, smem, stream>>>(args, dev_args, params);
+    LaunchRowView<kB, F32Row>(args, dev_args, params, grid, stream);
   } else {
-    PersistentSelectKernel<kB, Half16Row><<<grid, kB, smem, stream>>>(args, dev_args, params);
+    LaunchRowView<kB, Half16Row>(args, dev_args, params, grid, stream);
   }
 }
 

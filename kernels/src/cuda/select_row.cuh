@@ -58,14 +58,15 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsign
 // with kU loads in flight per thread in the certification pass, reading the
 // row through the view Row (score_row.cuh). fa and fb
 // are the frontier stores, out_buf / sort_buf the output staging (CtaStores).
-// Every thread of the CTA calls it; it synchronises on exit. ring: the main
+// Every thread of the CTA calls it; it synchronises on exit. kRing: the main
 // certification pass streams through the shared-memory ring (AdmitRing; fb
-// and the output as MakeCtaStores lays them out: the persistent route).
-template <int kB, int kU, typename Row>
+// and the output as MakeCtaStores lays them out: the persistent route). A
+// template argument, not a run-time flag: carrying both passes in one body
+// costs the rows without the ring registers (spills) in the proposal.
+template <int kB, int kU, typename Row, bool kRing = false>
 __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
                                        const KernelParams& p, int64_t r, const Frontier& fa,
-                                       const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf,
-                                       bool ring = false) {
+                                       const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf) {
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
   const Row row = RowOf<Row>(a, p, r);
@@ -111,8 +112,8 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     float cut = 0.f;
     if (p.sample_stride > 0 && L >= p.min_sampled_length) {
       const int stride = p.sample_stride;
-      const AdmitRing<kB> admit_ring = MakeAdmitRing(s, fb);
-      if (ring) RingIssueEarly<kB>(row, L, admit_ring);
+      [[maybe_unused]] const AdmitRing<kB> admit_ring = MakeAdmitRing(s, fb);
+      if constexpr (kRing) RingIssueEarly<kB>(row, L, admit_ring);
       // The certification pass's first chunks stream into L2 during the
       // latency-bound proposal.
       if (p.prefetch != 0 && tid == 0) PrefetchRowHead<kB>(row, L);
@@ -131,7 +132,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
         __syncthreads();
         lap(Stat::kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
-        AdmitMain<kB, kU>(s, row, L, t0, fa, p.prefetch != 0, ring ? &admit_ring : nullptr);
+        AdmitMain<kB, kU, kRing>(s, row, L, t0, fa, p.prefetch != 0, &admit_ring);
         // The band pass below adds to s.count and may set s.nan: every warp
         // reads both before any warp can take that branch, so the whole CTA
         // takes the same branch and reaches the same barriers.
@@ -156,7 +157,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
           }
           if (need_exact && tid == 0) AddStat(p, Stat::kExactRecovery, 1);
         }
-      } else if (ring) {
+      } else if constexpr (kRing) {
         // No ring pass: the early stages land before anything writes frontier
         // B or the output (ExactCandidates synchronises on entry).
         CpAsyncWaitAll();
