@@ -39,7 +39,7 @@ namespace cg = cooperative_groups;
 template <typename Row, int kPerSm>
 __global__ void __launch_bounds__(kThreads, kPerSm)
     ClusterSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
-                        const KernelParams p) {
+                        const __grid_constant__ KernelParams p) {
 #if TOPK_HAS_CLUSTERS
   constexpr int kB = kThreads;
   constexpr int kU = kAdmitUnroll;

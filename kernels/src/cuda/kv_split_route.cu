@@ -21,7 +21,7 @@ namespace {
 template <typename Row>
 __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlocks)
     KvSplitKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
-                  const KernelParams p) {
+                  const __grid_constant__ KernelParams p) {
   constexpr int kB = kThreads;
   constexpr int kU = kAdmitUnroll;
   extern __shared__ uint4 smem_raw[];

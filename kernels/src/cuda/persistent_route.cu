@@ -42,7 +42,7 @@ __device__ __forceinline__ void RestoreRowCounters(const KernelParams& p) {
 template <int kB, typename Row, bool kRing>
 __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
     PersistentSelectKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
-                           const KernelParams p) {
+                           const __grid_constant__ KernelParams p) {
   extern __shared__ uint4 smem_raw[];
   SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;

@@ -275,7 +275,7 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
 template <typename Row, bool kSharedRow>
 __global__ void __launch_bounds__(kShortRowThreads, kShortRowMinBlocks)
     ShortRowKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
-                   const KernelParams p) {
+                   const __grid_constant__ KernelParams p) {
   extern __shared__ uint4 smem_raw[];
   ShortRowState& s = *reinterpret_cast<ShortRowState*>(smem_raw);
   const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
