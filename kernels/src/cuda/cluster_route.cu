@@ -53,13 +53,14 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
   const uint32_t me = cluster.block_rank();
   const int64_t first_row = blockIdx.x / ranks;
   const int64_t clusters = gridDim.x / ranks;
-  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  ShareCtaArgs(s, args_in, dev_args, p);
+  const DeviceArgs& a = s.args;
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
   // The persistent route's row counters are unused here; every launch still
   // leaves them 0 (the workspace contract), without a memset node.
   if (blockIdx.x == 0 && tid == 0) p.counters[0] = 0u, p.counters[1] = 0u;
-  const CtaStores<kB> c = MakeCtaStores(s, p);
+  const CtaStores& c = s.stores;
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
   uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
   const Frontier cert{

@@ -13,6 +13,13 @@
 
 namespace topk::cuda {
 
+// A CTA's frontier stores and output buffers (MakeCtaStores).
+struct CtaStores {
+  Frontier fa, fb;
+  uint32_t* out_buf;
+  uint64_t* sort_buf;
+};
+
 // The CTA's shared state of the variant of kB threads (with the frontiers
 // that follow it: about 104 KiB for two 512-thread CTAs per SM, under 56 KiB
 // for four 256-thread CTAs).
@@ -39,6 +46,12 @@ struct __align__(16) SharedState {
   long long next_row;
   // Thread 0's only: the row's words of KernelParams::row_trace while it runs.
   unsigned long long* trace_row;
+  // The call's arguments and the CTA's stores (ShareCtaArgs). SelectRow and
+  // the phases take them by reference, so a copy on the kernel's stack would
+  // live in local memory, and the L1 that caches it is the few KiB the
+  // shared-memory carveout leaves: every read under load would be an L2 trip.
+  DeviceArgs args;
+  CtaStores stores;
 };
 
 // The frontiers' shared arrays follow the state in dynamic shared memory:
@@ -60,22 +73,15 @@ __device__ __forceinline__ void ClearHist(SharedState<kB>& s) {
 // than the variant's output capacity (min(K, N_cap) <= it), in the slice
 // otherwise.
 template <int kB>
-struct CtaStores {
-  Frontier fa, fb;
-  uint32_t* out_buf;
-  uint64_t* sort_buf;
-};
-template <int kB>
-__device__ __forceinline__ CtaStores<kB> MakeCtaStores(SharedState<kB>& s, const KernelParams& p) {
+__device__ __forceinline__ CtaStores MakeCtaStores(SharedState<kB>& s, const KernelParams& p) {
   using V = PersistentVariant<kB>;
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
   uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
   uint32_t* arena = FrontierArena(s);
   constexpr uint32_t ca = V::kCandidates, cb = V::kFrontier;
-  CtaStores<kB> c{
-      Frontier{arena, arena + ca, ca, slice, slice + g, g},
-      Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g}, s.out,
-      reinterpret_cast<uint64_t*>(arena)};
+  CtaStores c{Frontier{arena, arena + ca, ca, slice, slice + g, g},
+              Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g},
+              s.out, reinterpret_cast<uint64_t*>(arena)};
   if (p.staged_k > V::kOutput) {
     c.out_buf = slice + 4 * g;
     // The slice holds min(K, N_cap) committed indices (CtaSliceBytes of
@@ -84,6 +90,19 @@ __device__ __forceinline__ CtaStores<kB> MakeCtaStores(SharedState<kB>& s, const
     c.sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.staged_k + 1) & ~1));
   }
   return c;
+}
+
+// Every kernel's prologue: the call's arguments (the block dev_args points
+// to, if any) and the CTA's stores into s.args and s.stores. Every thread
+// calls it; it synchronises.
+template <int kB>
+__device__ __forceinline__ void ShareCtaArgs(SharedState<kB>& s, const DeviceArgs& args_in,
+                                             const DeviceArgs* dev_args, const KernelParams& p) {
+  if (threadIdx.x == 0) {
+    s.args = dev_args != nullptr ? *dev_args : args_in;
+    s.stores = MakeCtaStores(s, p);
+  }
+  __syncthreads();
 }
 
 // Dynamic shared memory of the variant of kB threads: the state, then the

@@ -26,7 +26,8 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   constexpr int kU = kAdmitUnroll;
   extern __shared__ uint4 smem_raw[];
   SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
-  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
+  ShareCtaArgs(s, args_in, dev_args, p);
+  const DeviceArgs& a = s.args;
   const int64_t r = blockIdx.x / p.split;
   const int seg = static_cast<int>(blockIdx.x % p.split);
   if (r >= a.num_rows) return;
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   const bool trace = p.row_trace != nullptr && tid == 0;
   if (trace && seg == 0) TraceStamp(p.row_trace + r * kTraceWords, kTraceStart, false);
   const uint32_t k = static_cast<uint32_t>(p.k);
-  const CtaStores<kB> c = MakeCtaStores(s, p);
+  const CtaStores& c = s.stores;
   const Frontier& fa = c.fa;
   const Frontier& fb = c.fb;
   uint32_t* out_buf = c.out_buf;

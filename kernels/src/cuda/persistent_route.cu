@@ -45,8 +45,9 @@ __global__ void __launch_bounds__(kB, PersistentVariant<kB>::kMinBlocks)
                            const __grid_constant__ KernelParams p) {
   extern __shared__ uint4 smem_raw[];
   SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
-  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
-  const CtaStores<kB> c = MakeCtaStores(s, p);
+  ShareCtaArgs(s, args_in, dev_args, p);
+  const DeviceArgs& a = s.args;
+  const CtaStores& c = s.stores;
   int64_t r = blockIdx.x;
   while (r < a.num_rows) {
     SelectRow<kB, kAdmitUnroll, Row, kRing>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
