@@ -44,6 +44,9 @@ struct __align__(16) SharedState {
   uint32_t nan;
   float t0, t1;
   long long next_row;
+  // Thread 0's only: SelectRow's phase timer mark (no register lives
+  // through the row for it).
+  long long clock_mark;
   // Thread 0's only: the row's words of KernelParams::row_trace while it runs.
   unsigned long long* trace_row;
   // The call's arguments and the CTA's stores (ShareCtaArgs). SelectRow and

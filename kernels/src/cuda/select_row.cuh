@@ -71,9 +71,11 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
   const uint32_t k = static_cast<uint32_t>(p.k);
   const Row row = RowOf<Row>(a, p, r);
   const int64_t length = a.lengths[r];
-  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  // The row's output (formed where it is written: a pointer live through
+  // the row would cost the phases registers).
+  auto out_row = [&] { return a.indices + r * static_cast<int64_t>(k); };
   if (length < 0 || length > a.width) {
-    FillEmpty<kB>(out_row, k);
+    FillEmpty<kB>(out_row(), k);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
     return;
   }
@@ -84,7 +86,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
   // Phase timers (tid 0's clock after each phase's closing barrier) and,
   // with p.row_trace, the row's start and end on the global timer
   // (TraceStamp; stamps between the phases cost the pass registers).
-  long long clock_mark = clock64();
+  if (tid == 0) s.clock_mark = clock64();
   if (tid == 0 && p.row_trace != nullptr) {
     // Kept in shared memory: no register lives through the row for it.
     s.trace_row = p.row_trace + r * kTraceWords;
@@ -93,8 +95,8 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
   auto lap = [&](Stat st) {
     if (tid == 0) {
       const long long now = clock64();
-      AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
-      clock_mark = now;
+      AddStat(p, st, static_cast<unsigned long long>(now - s.clock_mark));
+      s.clock_mark = now;
     }
   };
   uint32_t count;
@@ -186,10 +188,11 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     lap(Stat::kCyclesRefine);
   }
   if (s.nan) {
-    FillEmpty<kB>(out_row, k);
+    FillEmpty<kB>(out_row(), k);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
   } else {
-    FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+    FinalizeRow<kB>(row, out_buf, count, out_row(), k, p.sorted != 0, p.deterministic != 0,
+                    sort_buf);
     if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
   }
   __syncthreads();
