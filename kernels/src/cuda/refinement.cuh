@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "block_primitives.cuh"
 #include "cta_state.cuh"
@@ -98,10 +99,23 @@ __device__ __forceinline__ void CommitByRank(const Frontier f, uint32_t n, uint3
 // however few entries it holds. Returns the number of re-scanned levels. State:
 // any CTA state with hist, scratch, next_count and tie_count (SharedState, or
 // the short-row route's).
-template <int kB, typename State, typename Row>
+//
+// FrontierArg: how the two stores arrive. By value (the default) for
+// frontiers the caller built in registers; by reference (const Frontier&)
+// for frontiers kept in shared memory (SelectRow's): their fields are then
+// read from there when used, instead of holding 20 registers through every
+// level, which under the 64-register bound the phase would spill to local
+// memory (an L2 round trip per reload: the L1 is what the shared-memory
+// carveout leaves).
+template <int kB, typename State, typename Row, typename FrontierArg = const Frontier>
 __device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, float cut, float hi,
-                                        uint32_t C, const Frontier fa, const Frontier fb,
-                                        uint32_t k, bool deterministic, int top, RefineOut ro) {
+                                        uint32_t C, FrontierArg fa, FrontierArg fb, uint32_t k,
+                                        bool deterministic, int top, RefineOut ro) {
+  // The level's current and next stores: references into shared memory, or
+  // copies of by-value arguments (a reference to one of those would put them
+  // in local memory).
+  using Held =
+      std::conditional_t<std::is_reference_v<FrontierArg>, const Frontier&, const Frontier>;
   const uint32_t tid = threadIdx.x;
   // Deterministic: every key level, then the index levels. Otherwise only
   // the key levels that hold variable bits (16-bit rows' widened keys end in
@@ -117,8 +131,8 @@ __device__ __noinline__ uint32_t Refine(State& s, const Row row, uint32_t L, flo
   uint32_t rescans = stored ? 0u : 1u;
   bool flip = false;  // false: current frontier in A, next in B
   for (int j = 0; j < levels; ++j) {
-    const Frontier cur = flip ? fb : fa;
-    const Frontier nxt = flip ? fa : fb;
+    Held cur = flip ? fb : fa;
+    Held nxt = flip ? fa : fb;
     // All 2048 bins: a narrower level's upper bins are zero.
     const Boundary bd = FindBoundary<kB>(s.hist, kCoarseBins, quota, s.scratch);
     const uint32_t b = bd.bin;
