@@ -80,6 +80,7 @@ ScoreMatrix DefaultViewAdversary(int64_t rows, int64_t width, uint64_t seed) {
   std::mt19937 rng(static_cast<uint32_t>(seed));
   std::uniform_real_distribution<float> u01(0.f, 1.f);
   std::vector<char> on_view(width);
+  const float band_share = 6000.f / static_cast<float>(width);
   for (int64_t r = 0; r < rows; ++r) {
     float* row = m.scores.data() + r * m.pitch;
     const int64_t offset = int64_t{SamplePhase(r, 64)} * kRun;
@@ -97,9 +98,10 @@ ScoreMatrix DefaultViewAdversary(int64_t rows, int64_t width, uint64_t seed) {
     int64_t placed = 0;
     for (int64_t i = 0; i < width; ++i) {
       if (on_view[i]) continue;
-      // Band rows: 3000 values in [10, 10.25), one coarse bin; the rest below
-      // every view value.
-      const bool band = r % 2 == 0 && placed < 3000 && u01(rng) < 0.03f;
+      // Band rows: 3000 values in [10, 10.25), one coarse bin, spread over
+      // the row (about 6000 / width of the positions: 3 % at 200K); the rest
+      // below every view value.
+      const bool band = r % 2 == 0 && placed < 3000 && u01(rng) < band_share;
       row[i] = band ? 10.02f + 0.18f * u01(rng) : 0.45f * u01(rng);
       placed += band ? 1 : 0;
     }
@@ -145,6 +147,54 @@ TEST_P(RecoveryPathTest, DefaultViewAdversaryRescuesAndRecovers) {
                   static_cast<long long>(last_stats_.exact_recovery));
       EXPECT_GT(last_stats_.band_rescued, 0) << what << ": the band rescue did not run";
       EXPECT_GT(last_stats_.exact_recovery, 0) << what << ": exact recovery did not run";
+    }
+  }
+}
+
+// The recovery paths at a size racecheck finishes (DefaultViewAdversary
+// takes minutes per instance under it): a band row and an exact row of 64K,
+// and a row whose view is too small for the quotas (2500 values, 39 samples,
+// with min_sampled_length lowered), on the persistent route with and without
+// the shared-memory ring (the ring's early stages must land before the exact
+// route reuses their buffers) and on the KV-split route's underfill fallback.
+TEST_P(RecoveryPathTest, RacecheckRecoveryRows) {
+  ScoreMatrix m = Typed(DefaultViewAdversary(3, 65536, 91));
+  m.lengths[2] = 2500;
+  struct Case {
+    const char* name;
+    Route route;
+    bool kv_split;
+    int admit_ring;
+  };
+  for (const Case& route_case : {Case{"persistent", Route::kPersistentSampled, false, 0},
+                                 Case{"persistent ring", Route::kPersistentSampled, false, 1},
+                                 Case{"kv-split", Route::kKvSplitSampled, true, 0}}) {
+    // The KV-split kernel runs 512 threads whatever the persistent variant.
+    if (route_case.kv_split && Ctas() == 4) continue;
+    CudaSelectorConfig c = route_case.kv_split ? KvSplitConfig() : CudaSelectorConfig{};
+    c.enable_kv_split = route_case.kv_split;
+    c.cluster_route = -1;
+    c.enable_short_rows = false;
+    c.admit_ring = route_case.admit_ring;
+    c.min_sampled_length = 2048;
+    if (route_case.kv_split) c.kv_split_force = 4;  // 3 rows of 64K: split on any plan
+    auto sel = Make(c);
+    ASSERT_NE(sel, nullptr);
+    for (bool deterministic : {false, true}) {
+      SelectOptions o;
+      o.deterministic = deterministic;
+      const std::string what =
+          std::string(route_case.name) + (deterministic ? " deterministic" : "");
+      Plan plan;
+      Check(*sel, m, 2048, o, "racecheck recovery rows " + what, &plan);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(plan.route, route_case.route) << what;
+      EXPECT_GT(last_stats_.band_rescued, 0) << what << ": the band rescue did not run";
+      EXPECT_GT(last_stats_.exact_recovery, 0) << what << ": exact recovery did not run";
+      // Row 2 reached the sampled branch and found its view unusable: two
+      // sampled rows, and it took the exact route beside the recovered one.
+      EXPECT_EQ(last_stats_.sampled, 2) << what;
+      EXPECT_GE(last_stats_.exact_rows, 2) << what;
     }
   }
 }

@@ -10,7 +10,10 @@
 #              KV-split underfill, NaN rows and graph replays, both variants;
 #              the score types in TOPK_SANITIZE_DTYPES (default all three;
 #              racecheck: TOPK_RACECHECK_DTYPES, default the same), one
-#              process per type and tool, in parallel
+#              process per type and tool, in parallel; racecheck leaves the
+#              three largest recovery cases to bigrace
+#   bigrace:   racecheck of those three (FP32, both variants), one process
+#              per instance, in parallel
 #   bench:     topk-bench-gpu on the 20-shape matrix (M 512..8192 x N 128K..1M,
 #              K = 2048) with its floor, the baseline build's binary on the same
 #              shapes when packed (bin/topk-bench-gpu-baseline), torch.topk on
@@ -31,7 +34,7 @@
 #              torch.topk (TOPK_DECODE_TORCH_CSV: an earlier run's instead); p50
 #              and p99 of every repetition; merged by bench/gpu/decode_table.py
 #              into h200_decode.csv
-# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bench,shortrows,decode]
+# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bigrace,bench,dtypes,shortrows,decode]
 #   smoke: 4 shapes, few repetitions; full: the matrix. The second argument
 #   picks the steps (default: the first three), so a device call can run a subset.
 set -uo pipefail
@@ -55,11 +58,20 @@ sanitizer_filter+=':*RacecheckOneRowPerPath*:*RacecheckBandRow*'
 sanitizer_filter+=':*GraphRunnerTest.KBeyond*'
 # The row trace's stamps on the persistent and KV-split routes.
 sanitizer_filter+=':*WaveSplitTest.RowTrace*'
+# The recovery paths at a size racecheck completes (the large RecoveryPathTest
+# cases do not finish under racecheck in a call's time).
+sanitizer_filter+=':*RacecheckRecoveryRows*'
 # (The certification pass's shared-memory ring: CudaSelectorTest.RingSanitizerSmall,
 # by *SanitizerSmall*; memcheck also takes its large case below.)
 # memcheck also takes 16-bit rows of every pattern through every route (the
 # general route included); racecheck: that kernel code is the rest's.
 extra_memcheck=':*HalfPrecisionTest.*'
+# The recovery cases too large for racecheck in the sanitizer step's time
+# (bigrace runs them one process each).
+race_large='*DefaultViewAdversary*:*DegenerateLongRows*:*WarpSegmentOverflow*'
+# The cluster route's SanitizerSmallRows outlasts the racecheck step too; its
+# paths run under racecheck in RacecheckOneRowPerPath and RacecheckBandRow.
+race_skip="$race_large:*ClusterRouteTest.SanitizerSmallRows*"
 rc_all=0
 has() { [[ ",$steps," == *",$1,"* ]]; }
 
@@ -91,6 +103,25 @@ fi
 
 # The filter restricted to one score type (test names end in it).
 typed_filter() { echo "$sanitizer_filter" | sed "s/:/$1:/g; s/\$/$1/"; }
+if has bigrace; then
+  # One racecheck process per large recovery instance (FP32, both variants).
+  {
+    for test in ${race_large//[*:]/ }; do
+      for variant in Cta2x512 Cta4x256; do
+        (echo "== racecheck $test/$variant"
+         timeout "${TOPK_SANITIZER_TIMEOUT:-300}" "$sanitizer" --tool racecheck \
+           "$bin/topk_cuda_test" --gtest_filter="*RecoveryPathTest.$test*/${variant}_fp32"
+         echo "racecheck $test/$variant rc=$?") >"$OUT/bigrace_${test}_$variant.log" 2>&1 &
+      done
+    done
+    wait
+    cat "$OUT"/bigrace_*.log
+    rm -f "$OUT"/bigrace_*.log
+  } >"$OUT/bigrace.log" 2>&1
+  grep -E "RACECHECK SUMMARY|rc=|^\[  (PASSED|FAILED)" "$OUT/bigrace.log"
+  grep -q "rc=[1-9]" "$OUT/bigrace.log" && rc_all=1
+fi
+
 if has sanitizer; then
   san_types=${TOPK_SANITIZE_DTYPES:-fp32,bf16,fp16}
   race_types=${TOPK_RACECHECK_DTYPES:-$san_types}
@@ -104,13 +135,12 @@ if has sanitizer; then
     done
     for t in ${race_types//,/ }; do
       (echo "== racecheck $t"
-       # The default-view adversary (8 rows of 200K, three routes) takes
-       # 1-2 minutes per instance under racecheck: FP32 only, so that the
-       # three processes end inside the timeout. memcheck runs it on every type.
-       skip=""
-       [ "$t" != fp32 ] && skip="-*DefaultViewAdversary*"
+       # The large recovery cases take 1-2 minutes per instance under
+       # racecheck: the bigrace step runs them (FP32), one process each;
+       # RacecheckRecoveryRows takes their paths here at a size that finishes
+       # (race_skip).
        timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
-         --gtest_filter="$(typed_filter "$t")$skip"
+         --gtest_filter="$(typed_filter "$t")-$race_skip"
        echo "racecheck $t rc=$?") >"$OUT/san_racecheck_$t.log" 2>&1 &
     done
     wait
