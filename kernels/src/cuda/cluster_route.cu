@@ -195,8 +195,12 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
       continue;
     }
     if (!stored) RescanDigitHist<kB>(row, L, cut, s.hist);
-    const uint32_t rescans = Refine<kB>(s, row, L, cut, NoUpperBound(), C, lead_a, lead_b, k,
-                                        p.deterministic != 0, top, RefineOut{s.out, &s.out_count});
+    // Rewritten per row: a fallback row's SelectRow uses the same fields.
+    if (tid == 0) s.refine[0] = lead_a, s.refine[1] = lead_b;
+    __syncthreads();
+    const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
+        s, row, L, cut, NoUpperBound(), C, s.refine[0], s.refine[1], k, p.deterministic != 0, top,
+        RefineOut{s.out, &s.out_count});
     __syncthreads();
     lap(Stat::kCyclesRefine);
     FinalizeRow<kB>(row, s.out, s.out_count, out_row, k, p.sorted != 0, p.deterministic != 0,

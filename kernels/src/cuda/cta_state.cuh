@@ -55,9 +55,9 @@ struct __align__(16) SharedState {
   // shared-memory carveout leaves: every read under load would be an L2 trip.
   DeviceArgs args;
   CtaStores stores;
-  // SelectRow's admitted set (frontier A's compacted part and its slice),
-  // for Refine to read in shared memory.
-  Frontier view;
+  // The two stores Refine alternates between, the admitted set first, kept
+  // here for it to read in shared memory (Refine's FrontierArg).
+  Frontier refine[2];
 };
 
 // The frontiers' shared arrays follow the state in dynamic shared memory:

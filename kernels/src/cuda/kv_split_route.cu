@@ -140,9 +140,11 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
     AddStat(p, Stat::kSampled, 1);
     AddStat(p, with_band ? Stat::kBandRescued : Stat::kCertified, 1);
   }
+  if (tid == 0) s.refine[0] = shared_front, s.refine[1] = fb;
   __syncthreads();
-  const uint32_t rescans = Refine<kB>(s, row, L, cut, NoUpperBound(), C, shared_front, fb, k,
-                                      p.deterministic != 0, top, RefineOut{out_buf, &s.out_count});
+  const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
+      s, row, L, cut, NoUpperBound(), C, s.refine[0], s.refine[1], k, p.deterministic != 0, top,
+      RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;
   FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);

@@ -57,8 +57,7 @@ __device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsign
 // Selects row r into a.indices (and a.row_status) on one CTA of kB threads
 // with kU loads in flight per thread in the certification pass, reading the
 // row through the view Row (score_row.cuh). fa and fb
-// are the frontier stores, out_buf / sort_buf the output staging (CtaStores;
-// fb must be s.stores.fb: Refine reads it in shared memory).
+// are the frontier stores, out_buf / sort_buf the output staging (CtaStores).
 // Every thread of the CTA calls it; it synchronises on exit. kRing: the main
 // certification pass streams through the shared-memory ring (AdmitRing; fb
 // and the output as MakeCtaStores lays them out: the persistent route). A
@@ -173,13 +172,11 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
     lap(Stat::kCyclesAdmit);
     if (!s.nan) {
       const uint32_t C = s.count;
-      // The admitted set's store in shared memory, where Refine reads it
-      // (its FrontierArg); fb is s.stores.fb.
-      if (tid == 0) s.view = AdmittedView(s, fa);
+      if (tid == 0) s.refine[0] = AdmittedView(s, fa), s.refine[1] = fb;
       __syncthreads();
-      const int top = FinishLevel0Hist(s, row, L, cut, s.view, C);
+      const int top = FinishLevel0Hist(s, row, L, cut, s.refine[0], C);
       const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
-          s, row, L, cut, NoUpperBound(), C, s.view, fb, k, p.deterministic != 0, top,
+          s, row, L, cut, NoUpperBound(), C, s.refine[0], s.refine[1], k, p.deterministic != 0, top,
           RefineOut{out_buf, &s.out_count});
       if (tid == 0) {
         AddStat(p, Stat::kRows, 1);

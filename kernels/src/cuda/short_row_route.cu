@@ -28,6 +28,9 @@ struct __align__(16) ShortRowState {
   uint32_t nan;
   float t_bin;    // CoarseCutoff(bin): the smallest value of the boundary bin
   float t_above;  // CoarseCutoff(bin - 1): every value >= it is committed
+  // Thread 0's only: the phase timer's mark (no register lives through the
+  // row for it).
+  long long clock_mark;
 };
 
 // Sorted and deterministic rows stage their K indices in shared memory and
@@ -191,12 +194,12 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   if (tid == 0) s.out_count = 0u, s.cand_count = 0u, s.nan = 0u;
   for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
   __syncthreads();
-  long long clock_mark = clock64();
+  if (tid == 0) s.clock_mark = clock64();
   auto lap = [&](Stat st) {
     if (tid == 0) {
       const long long now = clock64();
-      AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
-      clock_mark = now;
+      AddStat(p, st, static_cast<unsigned long long>(now - s.clock_mark));
+      s.clock_mark = now;
     }
   };
   uint32_t count = L;
