@@ -11,9 +11,9 @@
 #              the score types in TOPK_SANITIZE_DTYPES (default all three;
 #              racecheck: TOPK_RACECHECK_DTYPES, default the same), one
 #              process per type and tool, in parallel; racecheck leaves the
-#              three largest recovery cases to bigrace
-#   bigrace:   racecheck of those three (FP32, both variants), one process
-#              per instance, in parallel
+#              heaviest cases (race_heavy) to bigrace
+#   bigrace:   racecheck of those on FP32, one process per instance, in
+#              parallel
 #   bench:     topk-bench-gpu on the 20-shape matrix (M 512..8192 x N 128K..1M,
 #              K = 2048) with its floor, the baseline build's binary on the same
 #              shapes when packed (bin/topk-bench-gpu-baseline), torch.topk on
@@ -66,12 +66,15 @@ sanitizer_filter+=':*RacecheckRecoveryRows*'
 # memcheck also takes 16-bit rows of every pattern through every route (the
 # general route included); racecheck: that kernel code is the rest's.
 extra_memcheck=':*HalfPrecisionTest.*'
-# The recovery cases too large for racecheck in the sanitizer step's time
-# (bigrace runs them one process each).
-race_large='*DefaultViewAdversary*:*DegenerateLongRows*:*WarpSegmentOverflow*'
-# The cluster route's SanitizerSmallRows outlasts the racecheck step too; its
-# paths run under racecheck in RacecheckOneRowPerPath and RacecheckBandRow.
-race_skip="$race_large:*ClusterRouteTest.SanitizerSmallRows*"
+# The cases that take 1-2 minutes per instance under racecheck: the bigrace
+# step runs them (FP32), one process per instance, in parallel; the racecheck
+# step runs the rest (RacecheckRecoveryRows takes the recovery paths there at
+# a size that finishes). The cluster route's SanitizerSmallRows outlasts both;
+# its paths run under racecheck in its Racecheck* cases.
+race_heavy='*RecoveryPathTest.DefaultViewAdversary*:*RecoveryPathTest.DegenerateLongRows*'
+race_heavy+=':*RecoveryPathTest.WarpSegmentOverflow*:*RecoveryPathTest.BoundaryTies*'
+race_heavy+=':*RecoveryPathTest.NarrowValueRanges*:*ClusterRouteTest.Racecheck*/Ranks16*'
+race_skip="$race_heavy:*ClusterRouteTest.SanitizerSmallRows*"
 rc_all=0
 has() { [[ ",$steps," == *",$1,"* ]]; }
 
@@ -104,15 +107,16 @@ fi
 # The filter restricted to one score type (test names end in it).
 typed_filter() { echo "$sanitizer_filter" | sed "s/:/$1:/g; s/\$/$1/"; }
 if has bigrace; then
-  # One racecheck process per large recovery instance (FP32, both variants).
+  # One racecheck process per heavy FP32 instance (gtest's list of them).
+  instances=$("$bin/topk_cuda_test" --gtest_list_tests --gtest_filter="$race_heavy" |
+    awk '/^[^ ]/ {suite = $1; next} {print suite $1}' | grep '_fp32$')
   {
-    for test in ${race_large//[*:]/ }; do
-      for variant in Cta2x512 Cta4x256; do
-        (echo "== racecheck $test/$variant"
-         timeout "${TOPK_SANITIZER_TIMEOUT:-300}" "$sanitizer" --tool racecheck \
-           "$bin/topk_cuda_test" --gtest_filter="*RecoveryPathTest.$test*/${variant}_fp32"
-         echo "racecheck $test/$variant rc=$?") >"$OUT/bigrace_${test}_$variant.log" 2>&1 &
-      done
+    for test in $instances; do
+      log="$OUT/bigrace_${test//\//_}.log"
+      (echo "== racecheck $test"
+       timeout "${TOPK_SANITIZER_TIMEOUT:-300}" "$sanitizer" --tool racecheck \
+         "$bin/topk_cuda_test" --gtest_filter="$test"
+       echo "racecheck $test rc=$?") >"$log" 2>&1 &
     done
     wait
     cat "$OUT"/bigrace_*.log
@@ -135,10 +139,7 @@ if has sanitizer; then
     done
     for t in ${race_types//,/ }; do
       (echo "== racecheck $t"
-       # The large recovery cases take 1-2 minutes per instance under
-       # racecheck: the bigrace step runs them (FP32), one process each;
-       # RacecheckRecoveryRows takes their paths here at a size that finishes
-       # (race_skip).
+       # race_skip: the heavy cases are bigrace's.
        timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" \
          --gtest_filter="$(typed_filter "$t")-$race_skip"
        echo "racecheck $t rc=$?") >"$OUT/san_racecheck_$t.log" 2>&1 &
