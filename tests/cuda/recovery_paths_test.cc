@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -20,7 +21,34 @@ namespace {
 
 // Every rare path in its own fixture so the sanitizer step can name them
 // all with one filter (RecoveryPathTest.*).
-class RecoveryPathTest : public CudaSelectorTest {};
+class RecoveryPathTest : public CudaSelectorTest {
+ protected:
+  // Selects m (K = 2048) in both modes on sel, exact (deterministic
+  // bit-identical), on `route`, and asserts from the route statistics that
+  // both the band rescue and exact recovery ran; `also` adds checks of the
+  // same statistics.
+  void CheckBothPathsRan(CudaSelector& sel, const ScoreMatrix& m, Route route,
+                         const std::string& name,
+                         const std::function<void(const std::string&)>& also = {}) {
+    for (bool deterministic : {false, true}) {
+      SelectOptions o;
+      o.deterministic = deterministic;
+      const std::string what = name + (deterministic ? " deterministic" : "");
+      Plan plan;
+      Check(sel, m, 2048, o, what, &plan);
+      if (HasFatalFailure()) return;
+      EXPECT_EQ(plan.route, route) << what;
+      std::printf("%s: sampled %lld certified %lld band %lld exact %lld\n", what.c_str(),
+                  static_cast<long long>(last_stats_.sampled),
+                  static_cast<long long>(last_stats_.certified),
+                  static_cast<long long>(last_stats_.band_rescued),
+                  static_cast<long long>(last_stats_.exact_recovery));
+      EXPECT_GT(last_stats_.band_rescued, 0) << what << ": the band rescue did not run";
+      EXPECT_GT(last_stats_.exact_recovery, 0) << what << ": exact recovery did not run";
+      if (also) also(what);
+    }
+  }
+};
 
 // The paper's one-float view (run 1) on stride-periodic rows: the view sees a
 // biased sample, so rows must go through the band or exact recovery. 64 rows
@@ -131,23 +159,9 @@ TEST_P(RecoveryPathTest, DefaultViewAdversaryRescuesAndRecovers) {
     ASSERT_EQ(c.sample_run, 8);
     auto sel = Make(c);
     ASSERT_NE(sel, nullptr);
-    for (bool deterministic : {false, true}) {
-      SelectOptions o;
-      o.deterministic = deterministic;
-      const std::string what =
-          std::string(route_case.name) + (deterministic ? " deterministic" : "");
-      Plan plan;
-      Check(*sel, m, 2048, o, "default-view adversary " + what, &plan);
-      if (HasFatalFailure()) return;
-      EXPECT_EQ(plan.route, route_case.route) << what;
-      std::printf("%s: sampled %lld certified %lld band %lld exact %lld\n", what.c_str(),
-                  static_cast<long long>(last_stats_.sampled),
-                  static_cast<long long>(last_stats_.certified),
-                  static_cast<long long>(last_stats_.band_rescued),
-                  static_cast<long long>(last_stats_.exact_recovery));
-      EXPECT_GT(last_stats_.band_rescued, 0) << what << ": the band rescue did not run";
-      EXPECT_GT(last_stats_.exact_recovery, 0) << what << ": exact recovery did not run";
-    }
+    CheckBothPathsRan(*sel, m, route_case.route,
+                      std::string("default-view adversary ") + route_case.name);
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -180,22 +194,15 @@ TEST_P(RecoveryPathTest, RacecheckRecoveryRows) {
     if (route_case.kv_split) c.kv_split_force = 4;  // 3 rows of 64K: split on any plan
     auto sel = Make(c);
     ASSERT_NE(sel, nullptr);
-    for (bool deterministic : {false, true}) {
-      SelectOptions o;
-      o.deterministic = deterministic;
-      const std::string what =
-          std::string(route_case.name) + (deterministic ? " deterministic" : "");
-      Plan plan;
-      Check(*sel, m, 2048, o, "racecheck recovery rows " + what, &plan);
-      if (HasFatalFailure()) return;
-      EXPECT_EQ(plan.route, route_case.route) << what;
-      EXPECT_GT(last_stats_.band_rescued, 0) << what << ": the band rescue did not run";
-      EXPECT_GT(last_stats_.exact_recovery, 0) << what << ": exact recovery did not run";
-      // Row 2 reached the sampled branch and found its view unusable: two
-      // sampled rows, and it took the exact route beside the recovered one.
-      EXPECT_EQ(last_stats_.sampled, 2) << what;
-      EXPECT_GE(last_stats_.exact_rows, 2) << what;
-    }
+    // Row 2 reached the sampled branch and found its view unusable: two
+    // sampled rows, and it took the exact route beside the recovered one.
+    CheckBothPathsRan(*sel, m, route_case.route,
+                      std::string("racecheck recovery rows ") + route_case.name,
+                      [&](const std::string& what) {
+                        EXPECT_EQ(last_stats_.sampled, 2) << what;
+                        EXPECT_GE(last_stats_.exact_rows, 2) << what;
+                      });
+    if (HasFatalFailure()) return;
   }
 }
 
