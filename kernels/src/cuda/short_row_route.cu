@@ -31,6 +31,9 @@ struct __align__(16) ShortRowState {
   // Thread 0's only: the phase timer's mark (no register lives through the
   // row for it).
   long long clock_mark;
+  // The call's arguments, read here rather than held in registers through
+  // the row (the route's 40-register bound would spill them to local memory).
+  DeviceArgs args;
 };
 
 // Sorted and deterministic rows stage their K indices in shared memory and
@@ -281,9 +284,10 @@ __global__ void __launch_bounds__(kShortRowThreads, kShortRowMinBlocks)
                    const __grid_constant__ KernelParams p) {
   extern __shared__ uint4 smem_raw[];
   ShortRowState& s = *reinterpret_cast<ShortRowState*>(smem_raw);
-  const DeviceArgs a = dev_args != nullptr ? *dev_args : args_in;
-  for (int64_t r = blockIdx.x; r < a.num_rows; r += gridDim.x) {
-    SelectShortRow<Row, kSharedRow>(s, a, p, r);
+  if (threadIdx.x == 0) s.args = dev_args != nullptr ? *dev_args : args_in;
+  __syncthreads();
+  for (int64_t r = blockIdx.x; r < s.args.num_rows; r += gridDim.x) {
+    SelectShortRow<Row, kSharedRow>(s, s.args, p, r);
   }
 }
 
