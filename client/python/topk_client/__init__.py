@@ -26,7 +26,8 @@ from topk_client.client import SelectResult, TopKClient, channel_options, pack_r
 from topk_client.dtypes import bf16_to_float, float_to_bf16  # noqa: F401
 from topk_client.regions import (  # noqa: F401
     RegionError, RegionSession, SelectError, SelectPipeline, ZeroCopyClient)
+from topk_client.channel import Channel, ChannelError  # noqa: F401
 
 __all__ = ["TopKClient", "AsyncTopKClient", "SelectResult", "pack_rows", "channel_options",
            "ZeroCopyClient", "RegionSession", "RegionError", "SelectError", "SelectPipeline",
-           "bf16_to_float", "float_to_bf16"]
+           "bf16_to_float", "float_to_bf16", "Channel", "ChannelError"]
