@@ -42,17 +42,25 @@ VALUE_DIM = 64  # the consumer's value block
 # --- the step's producer and consumer -------------------------------------------------
 
 def fp32_matmul():
-    """q (M, 128) bf16 @ keys.T -> float32 scores: cuBLAS with float32 output
-    where torch offers it (mm(out_dtype=)), else the bf16 inputs widened
-    (exactly) and multiplied in float32. A bf16 result would round the
-    scores to 8 bits, ties by the hundred per row, which no indexer gives."""
+    """q (M, 128) bf16 @ keys.T -> float32 scores written into `out`: cuBLAS
+    with float32 output where torch offers it (mm(out_dtype=)), else the bf16
+    inputs widened (exactly) and multiplied in FP32. A bf16 result would
+    round the scores to 8 bits, ties by the hundred per row, which no
+    indexer gives. Returns (description, fn(q, keys_t, keys_t32, out))."""
     a = torch.ones((2, HEAD), dtype=torch.bfloat16, device="cuda")
+    probe = torch.empty((2, 2), device="cuda")
+    try:
+        torch.mm(a, a.t(), out_dtype=torch.float32, out=probe)
+        return "bf16 mm, fp32 out", lambda q, kt, kt32, out: torch.mm(
+            q, kt, out_dtype=torch.float32, out=out)
+    except (TypeError, RuntimeError):
+        pass
     try:
         torch.mm(a, a.t(), out_dtype=torch.float32)
-        return "bf16 mm, fp32 out", lambda q, keys_t, keys_t32: torch.mm(
-            q, keys_t, out_dtype=torch.float32)
+        return "bf16 mm, fp32 out (copied)", lambda q, kt, kt32, out: out.copy_(
+            torch.mm(q, kt, out_dtype=torch.float32))
     except (TypeError, RuntimeError):
-        return "bf16 values, fp32 mm", lambda q, keys_t, keys_t32: torch.mm(q.float(), keys_t32)
+        return "bf16 values, fp32 mm", lambda q, kt, kt32, out: torch.mm(q.float(), kt32, out=out)
 
 
 class Workload:
@@ -93,7 +101,7 @@ class Workload:
         # graph replay changes it too).
         self.slot.add_(1).remainder_(self.BANKS)
         q = self.q_bank.index_select(0, self.slot).view(self.m, HEAD)
-        self.scores.copy_(self.matmul(q, self.keys_t, self.keys_t32))
+        self.matmul(q, self.keys_t, self.keys_t32, self.scores)
 
     def consume(self, indices):
         picked = indices.clamp(min=0).long()
@@ -253,9 +261,15 @@ def make_inprocess(args, w, device):
         from topk_client.inprocess import InProcessSelector
     except ImportError:
         InProcessSelector = None
+    have_lib = bool(args.libtopk) and os.path.exists(args.libtopk)
     if InProcessSelector is not None:
-        return InProcess(InProcessSelector, w, device)
-    if not args.libtopk or not os.path.exists(args.libtopk):
+        try:
+            return InProcess(InProcessSelector, w, device)
+        except Exception as e:  # its API may still be moving: fall back to the C ABI
+            if not have_lib:
+                raise
+            print(f"   InProcessSelector unusable ({e}); libtopk_c.so by ctypes instead")
+    if not have_lib:
         raise RuntimeError(f"no topk_client.inprocess and no libtopk_c.so at {args.libtopk!r}")
     return LibTopK(args.libtopk, w, device)
 
