@@ -92,9 +92,12 @@ def check_sorted(scores, indices, lengths, k):
 
 # --- test data (no zeros anywhere) ----------------------------------------------------
 
-def nonzero_scores(shape, dtype, device, gen):
-    """Scores on a 1/8 grid (many ties), zeros moved to 1/16."""
-    s = (torch.randn(shape, device=device, generator=gen) * 8).round() / 8
+def nonzero_scores(shape, dtype, device, gen, ties=True):
+    """Normal scores, on a 1/8 grid with ties (many equal values), zeros
+    moved to 1/16."""
+    s = torch.randn(shape, device=device, generator=gen) * 8
+    if ties:
+        s = s.round() / 8
     s = s.masked_fill(s == 0, 1.0 / 16).to(dtype)
     return s.masked_fill(s == 0, 1.0 / 16)
 
@@ -125,8 +128,8 @@ def test_exact(topk, device, rng, gen):
                 lengths = torch.empty(64, dtype=torch.int32, device=device)
                 out = torch.empty((64, k), dtype=torch.int32, device=device)
                 for m in (1, 8, 64):
-                    for _ in range(2):
-                        scores.copy_(nonzero_scores((64, n), dtype, device, gen))
+                    for ties in (True, False):
+                        scores.copy_(nonzero_scores((64, n), dtype, device, gen, ties))
                         lengths.copy_(device_lengths(ragged_lengths(64, n, k, rng), device))
                         out.fill_(UNWRITTEN)
                         got = ch.select(scores[:m], lengths[:m], out=out[:m], check=True)
@@ -135,7 +138,9 @@ def test_exact(topk, device, rng, gen):
                 fresh = ch.select(scores[:8], lengths[:8], check=True)  # out allocated
                 check(scores[:8], lengths[:8], k, fresh)
                 assert fresh.shape == (8, k) and fresh.dtype == torch.int32
-            print(f"   exact {str(dtype)[6:]} k={k}: M 1/8/64 exact, regions {len(ch.regions)}")
+                regions = len(ch.regions)
+            print(f"   exact {str(dtype)[6:]} k={k}: M 1/8/64, ties and none, exact "
+                  f"({regions} regions)")
 
 
 # --- b. in place, values, sorted, narrow rows, refusals --------------------------------

@@ -498,8 +498,8 @@ class Channel:
         ChannelError of the last call, if it was refused. Only the last call's
         status is kept: check after each call whose refusal matters (or
         compare counters())."""
-        if self._device is None:
-            return
+        if self._block is None:
+            return  # never called, or closed
         if self._is_capturing():
             raise RegionError("check: not inside a CUDA graph capture (it synchronises the "
                               "stream); check after replaying the graph")
