@@ -410,6 +410,7 @@ def test_fuzz(topk, device, rng, gen, calls):
     with topk.channel(Fuzz.K, Fuzz.MR, Fuzz.W) as ch:
         fz = Fuzz(topk, ch, device, rng, gen)
         counts = {"valid": 0, "checked": 0, "invalid": 0}
+        kinds = dict.fromkeys(Fuzz.KINDS, 0)
         for i in range(calls):
             if i < 200 or rng.random() < 0.7:
                 fields, (rows, lengths, out) = fz.valid()
@@ -441,12 +442,14 @@ def test_fuzz(topk, device, rng, gen, calls):
                 if kind == "nan":
                     fz.S.copy_(fz.S_copy)
                 counts["invalid"] += 1
+                kinds[kind] += 1
             if i % 1000 == 999:
                 assert fz.guards_intact(), f"call {i}: a guard cell changed"
         assert fz.guards_intact(), "a guard cell changed"
         assert torch.equal(fz.S, fz.S_copy), "the rows changed (an output over the scores?)"
     print(f"   fuzz: {calls} calls, {counts['valid']} valid ({counts['checked']} checked in "
           f"full), {counts['invalid']} invalid refused as expected, guards intact")
+    print("   refused by kind: " + ", ".join(f"{kind} {n}" for kind, n in kinds.items()))
 
 
 # --- e. host cost -------------------------------------------------------------------------
