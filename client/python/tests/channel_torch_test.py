@@ -284,9 +284,12 @@ class Fuzz:
 
     def __init__(self, topk, ch, device, rng, gen):
         self.ch, self.device, self.rng = ch, device, rng
-        self.S = nonzero_scores((self.SR, self.P), torch.float32, device, gen)
+        # Slack after the rows and the lengths: an offset nudged off alignment
+        # must stay inside its region (one fault per call, whatever the order
+        # of the server's checks).
+        self.S = nonzero_scores((self.SR + 1, self.P), torch.float32, device, gen)[:self.SR]
         self.S_copy = self.S.clone()
-        self.L = torch.full((4096,), 1, dtype=torch.int32, device=device)
+        self.L = torch.full((4096 + 64,), 1, dtype=torch.int32, device=device)[:4096]
         self.area_cells = (self.MR + 1) * self.OS
         self.O = torch.full((2 * self.GUARD + self.area_cells,), CANARY, dtype=torch.int32,
                             device=device)

@@ -21,8 +21,12 @@ views of them. A refused call writes nothing into its outputs; its status
 stays in the control block until the next call: status() reads it,
 check() synchronises the stream first and raises it.
 
-One thread at a time per channel. torch is imported on first use only, so
-that importing topk_client needs no torch.
+A channel serves one call at a time (its hand-off words are a binary
+semaphore): calls from two streams must be ordered (wait_stream), or made
+on two channels. One thread at a time per channel. A CUDA graph that
+captured a call holds the control block's addresses: replay it only while
+the channel is open. torch is imported on first use only, so that
+importing topk_client needs no torch.
 """
 
 import ctypes
