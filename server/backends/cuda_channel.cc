@@ -76,6 +76,8 @@ class CudaChannelExecutor final : public ChannelExecutor {
   }
 
   absl::Status Launch(const ChannelCall& call) override {
+    // The poller serves every device's channels from one thread.
+    TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
     const bool wide = spec_.dtype == ScoreType::kFloat32;
     const RowBatch batch{.scores = wide ? static_cast<const float*>(call.scores) : nullptr,
                          .layout = Layout::kPitched,

@@ -50,18 +50,16 @@ CheckedCall CheckChannelCall(const topk_channel_descriptor& d, const ChannelSpec
 
   const uint64_t element = ScoreTypeBytes(spec.dtype);
   const int32_t k = spec.k;
-  // One row: its extent is the channel's width. More: rows start row_pitch
-  // apart, and a row may not run into the next one (lengths above the
-  // pitch are refused on the device, as those above N_cap).
+  // Rows start row_pitch apart and a row may not run past its pitch: every
+  // length is bounded by min(N_cap, row_pitch) (the device refuses longer
+  // ones, as it refuses those above N_cap). One row may leave the pitch 0:
+  // its bound is then N_cap.
   uint64_t width = static_cast<uint64_t>(spec.max_width);
-  uint64_t pitch = width;
-  if (m > 1) {
-    if (d.row_pitch < 1 || d.row_pitch > (uint64_t{1} << 40)) {
-      return Refuse(TOPK_CHANNEL_BAD_ROW_PITCH, static_cast<int64_t>(d.row_pitch));
-    }
-    pitch = d.row_pitch;
-    width = std::min(width, pitch);
+  if (d.row_pitch > (uint64_t{1} << 40) || (m > 1 && d.row_pitch < 1)) {
+    return Refuse(TOPK_CHANNEL_BAD_ROW_PITCH, static_cast<int64_t>(d.row_pitch));
   }
+  if (d.row_pitch >= 1) width = std::min(width, d.row_pitch);
+  const uint64_t pitch = d.row_pitch >= 1 ? d.row_pitch : width;
   const uint64_t stride = d.out_row_stride == 0 ? static_cast<uint64_t>(k) : d.out_row_stride;
   if (stride < static_cast<uint64_t>(k) || stride > (uint64_t{1} << 40)) {
     return Refuse(TOPK_CHANNEL_BAD_ROW_STRIDE, static_cast<int64_t>(d.out_row_stride));

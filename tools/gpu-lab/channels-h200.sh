@@ -21,7 +21,7 @@ server=
 start_server() {  # [wrapper...]
   rm -f "$sock"
   "$@" "$bin/topk-server" --backend=cuda --cuda_devices=0 --enable_regions \
-    --listen="unix:$sock" >"$out/server_$tag.log" 2>&1 &
+    --listen="unix:$sock" --metrics_listen= >"$out/server_$tag.log" 2>&1 &
   server=$!
   for _ in $(seq 1 600); do
     "$bin/topk-cli" --target="unix:$sock" health 2>/dev/null | grep -q SERVING && return 0
@@ -29,7 +29,12 @@ start_server() {  # [wrapper...]
   done
   note "server ($tag) did not start"; tail -5 "$out/server_$tag.log" | tee -a "$summary"; return 1
 }
-stop_server() { kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null; server=; }
+# The server itself gets the signal (under compute-sanitizer, the tool's child:
+# the tool then prints its summary as the server exits).
+stop_server() {
+  pkill -TERM -P "$server" 2>/dev/null || kill -TERM "$server" 2>/dev/null
+  wait "$server" 2>/dev/null; server=
+}
 mps_on() {
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/topk-mps CUDA_MPS_LOG_DIRECTORY=/tmp/topk-mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
