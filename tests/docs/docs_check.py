@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""The mechanical facts of the docs against the tree: in README.md, docs/*.md
-and bench/results/README.md every repository path named exists, every
+"""The mechanical facts of the docs against the tree: in README.md, docs/*.md,
+bench/results/README.md and tools/gpu-lab/README.md every repository path
+named exists, every
 `--flag` is defined by some program of the tree (an ABSL_FLAG, or an
 argparse option of a Python tool), every route name is one RouteName returns,
 and every `max_*` limit name is a field of RequestLimits, a flag, a field of
 the proto or of the client's headers. Prints file:line for each miss.
+
+bench/NOTES.md is not checked: it is history, and names flags and files that
+were measured and removed since.
 
 tests/server/flags_doc_test.py checks topk-server's flag table and defaults
 against docs/service.md; this check only asks that a flag exists somewhere.
@@ -16,7 +20,7 @@ import pathlib
 import re
 import sys
 
-DOCS = ["README.md", "docs/*.md", "bench/results/README.md"]
+DOCS = ["README.md", "docs/*.md", "bench/results/README.md", "tools/gpu-lab/README.md"]
 TOP_DIRS = ["bench", "client", "cmake", "deploy", "docs", "kernels", "proto", "scripts",
             "server", "tests", "tools"]
 # Public headers are named by their include path (`topk/cuda/status.h`).
