@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""The mechanical facts of the docs against the tree: in README.md, docs/*.md,
-bench/results/README.md and tools/gpu-lab/README.md every repository path
-named exists, every
-`--flag` is defined by some program of the tree (an ABSL_FLAG, or an
-argparse option of a Python tool), every route name is one RouteName returns,
-and every `max_*` limit name is a field of RequestLimits, a flag, a field of
-the proto or of the client's headers. Prints file:line for each miss.
+"""The mechanical facts of the docs against the tree. In README.md, docs/*.md,
+bench/results/README.md and tools/gpu-lab/README.md: every repository path
+named exists; every `--flag` is defined by some program of the tree (an
+ABSL_FLAG, or an argparse option of a Python tool); every route name is one
+RouteName returns; every `max_*` limit name is a field of RequestLimits, a
+flag, a field of the proto or an option of the clients. Prints file:line for
+each miss and fails on any.
 
 bench/NOTES.md is not checked: it is history, and names flags and files that
 were measured and removed since.
