@@ -53,11 +53,13 @@ def expand(path):
 def exists(root, path):
     """A file, folder or glob; a test named by its target (`tests/server/x_test`)
     is the file of that stem."""
-    path = path.rstrip(".,:;)")
-    for candidate in expand(path):
-        if not (any(root.glob(candidate)) if "*" in candidate else (root / candidate).exists()):
-            if "*" in candidate or not any(root.glob(candidate + ".*")):
-                return False
+    for candidate in expand(path.rstrip(".,:;)")):
+        if "*" in candidate:
+            found = any(root.glob(candidate))
+        else:
+            found = (root / candidate).exists() or any(root.glob(candidate + ".*"))
+        if not found:
+            return False
     return True
 
 
