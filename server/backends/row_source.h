@@ -1,9 +1,10 @@
 // Where a request's score bytes are, and the one place that decides how a
 // backend gets them into the memory it reads.
 //
-// A request's rows are 4 * sum(lengths) bytes of packed little-endian FP32
-// valid prefixes. The transport wraps whatever holds them (gRPC's receive
-// buffer, a stream's accumulated chunks; later a shared-memory region) in a
+// A request's rows are bytes(dtype) * sum(lengths) bytes of packed
+// little-endian valid prefixes of its score type (4 bytes an element for
+// FP32, 2 for BF16 and FP16). The transport wraps whatever holds them (gRPC's
+// receive buffer, a stream's accumulated chunks, a client's region) in a
 // RowSource and never copies them itself. A backend reads them through
 // StageOnHost: in place when the source already holds them as contiguous,
 // aligned host floats, otherwise with exactly one copy into the backend's own
@@ -24,7 +25,8 @@ class RowSource {
  public:
   virtual ~RowSource() = default;
 
-  // The score bytes: 4 * sum(lengths) once the transport validated them.
+  // The score bytes: bytes(dtype) * sum(lengths) once the transport
+  // validated them.
   virtual size_t size_bytes() const = 0;
 
   // Copies bytes [offset, offset + bytes) to `dest`, which holds at least
