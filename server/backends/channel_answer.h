@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "topk/contract.h"
-#include "topk/v1/channel_block.h"
+#include "topk/channel/control_block.h"
 
 namespace topk::server {
 

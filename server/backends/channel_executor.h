@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "topk/contract.h"
-#include "topk/v1/channel_block.h"
+#include "topk/channel/control_block.h"
 
 namespace topk::server {
 

@@ -1,4 +1,4 @@
-// A channel's control block (proto/topk/v1/channel_block.h) as the server
+// A channel's control block (proto/topk/channel/control_block.h) as the server
 // owns it: a POSIX shared-memory object it creates under an unguessable
 // name with mode 0600 (so only the server's user can open it, and a client
 // that dies cannot take it away), maps, and unlinks when the channel closes.
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "topk/v1/channel_block.h"
+#include "topk/channel/control_block.h"
 
 namespace topk::server {
 

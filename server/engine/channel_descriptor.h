@@ -9,7 +9,7 @@
 
 #include "absl/types/span.h"
 #include "server/backends/channel_executor.h"
-#include "topk/v1/channel_block.h"
+#include "topk/channel/control_block.h"
 
 namespace topk::server {
 

@@ -1,4 +1,4 @@
-"""GPU-ordered Top-K channels (OpenChannel; proto/topk/v1/channel_block.h).
+"""GPU-ordered Top-K channels (OpenChannel; proto/topk/channel/control_block.h).
 
 A channel fixes K, the score type, the options and the caps (max_rows,
 max_width) once; a call then costs no RPC and no host round trip: the
@@ -41,7 +41,7 @@ import grpc
 from topk_client.client import topk_pb2
 from topk_client.regions import RegionError
 
-# --- proto/topk/v1/channel_block.h, mirrored ----------------------------------
+# --- proto/topk/channel/control_block.h, mirrored ----------------------------------
 
 LAYOUT_VERSION = 1
 CONTROL_BYTES = 4096

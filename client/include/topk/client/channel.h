@@ -2,7 +2,7 @@
 // host round trip. Open one per caller stream in a region session, naming
 // the regions its rows, lengths and outputs live in; then each call is a
 // descriptor written into the server's control block followed by a
-// hand-off on the words beside it (proto/topk/v1/channel_block.h).
+// hand-off on the words beside it (proto/topk/channel/control_block.h).
 //
 //   auto channel = topk::client::Channel::Open(*session, {.k = 2048, .max_rows = 64,
 //                                              .max_width = 131072,
@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "topk/client/regions.h"
-#include "topk/v1/channel_block.h"
+#include "topk/channel/control_block.h"
 #include "topk/v1/topk.grpc.pb.h"
 
 namespace topk::client {

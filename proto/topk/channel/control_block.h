@@ -23,8 +23,8 @@
  * (docs/channels.md says why), and a client whose server died can release
  * its own stream. Little-endian; plain C so that any client can include it.
  */
-#ifndef TOPK_V1_CHANNEL_BLOCK_H_
-#define TOPK_V1_CHANNEL_BLOCK_H_
+#ifndef TOPK_CHANNEL_CONTROL_BLOCK_H_
+#define TOPK_CHANNEL_CONTROL_BLOCK_H_
 
 #include <stdint.h>
 
@@ -127,4 +127,4 @@ static inline const char* topk_channel_status_field(uint32_t status) {
   }
 }
 
-#endif /* TOPK_V1_CHANNEL_BLOCK_H_ */
+#endif /* TOPK_CHANNEL_CONTROL_BLOCK_H_ */
