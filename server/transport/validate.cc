@@ -23,6 +23,17 @@ absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits)
   return absl::OkStatus();
 }
 
+absl::Status CheckRegionRowBytes(uint64_t span_bytes, RegionRowsRead read,
+                                 const RequestLimits& limits) {
+  if (read == RegionRowsRead::kCopied &&
+      span_bytes > static_cast<uint64_t>(limits.max_batch_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region_rows: the rows span ", span_bytes, " bytes, over max_batch_bytes = ",
+        limits.max_batch_bytes, " (this backend copies rows in host memory into its staging)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                        absl::Span<const int32_t> lengths, size_t score_bytes,
                                        const RequestLimits& limits, ScoreType dtype) {
