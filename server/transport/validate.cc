@@ -23,13 +23,16 @@ absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits)
   return absl::OkStatus();
 }
 
-absl::Status CheckRegionRowBytes(uint64_t span_bytes, RegionRowsRead read,
+absl::Status CheckRegionRowBytes(const RowSource& rows, bool host_rows_read_in_place,
                                  const RequestLimits& limits) {
-  if (read == RegionRowsRead::kCopied &&
-      span_bytes > static_cast<uint64_t>(limits.max_batch_bytes)) {
+  const bool in_place = rows.device_ordinal() >= 0 ||
+                        (host_rows_read_in_place && rows.InPlaceHostFloats() != nullptr);
+  if (!in_place && rows.size_bytes() > static_cast<uint64_t>(limits.max_batch_bytes)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "region_rows: the rows span ", span_bytes, " bytes, over max_batch_bytes = ",
-        limits.max_batch_bytes, " (this backend copies rows in host memory into its staging)"));
+        "region_rows: the rows span ", rows.size_bytes(),
+        " bytes, over max_batch_bytes = ", limits.max_batch_bytes,
+        host_rows_read_in_place ? " (rows not 4-byte aligned are copied into the staging)"
+                                : " (this backend copies host rows into its staging)"));
   }
   return absl::OkStatus();
 }

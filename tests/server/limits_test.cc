@@ -41,8 +41,8 @@ ServerOptions SmallBatchBytes() {
 
 // PENDING: server/transport/region_binding.cc (not this change's file)
 // still applies max_batch_bytes to the rows' span itself; once it calls
-// CheckRegionRowBytes with the engine's reads_host_rows_in_place() (the
-// patch is in issue 20's report), drop DISABLED_.
+// CheckRegionRowBytes(*binding.rows, engine_->reads_host_rows_in_place(),
+// limits) instead (issue 20's report), drop DISABLED_.
 TEST(Limits, DISABLED_RowsByReferenceReadInPlacePassMaxBatchBytes) {
   TestServer t = StartServer(SmallBatchBytes());
   ASSERT_NE(t.client, nullptr);
@@ -71,12 +71,22 @@ TEST(Limits, InlineRowsOfTheSameSizeAreRefusedNamingMaxBatchBytes) {
 
 TEST(Limits, RegionRowBytesCountOnlyWhenCopied) {
   const RequestLimits limits{.max_batch_bytes = 1000};
-  EXPECT_TRUE(CheckRegionRowBytes(5000, RegionRowsRead::kInPlace, limits).ok());
-  EXPECT_TRUE(CheckRegionRowBytes(1000, RegionRowsRead::kCopied, limits).ok());
-  const absl::Status copied = CheckRegionRowBytes(1001, RegionRowsRead::kCopied, limits);
-  EXPECT_EQ(copied.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(copied.message(), "max_batch_bytes = 1000")) << copied;
-  EXPECT_TRUE(absl::StrContains(copied.message(), "1001 bytes")) << copied;
+  alignas(4) std::byte host[2004] = {};
+  const RegionRows aligned(host, 2000, -1), misaligned(host + 2, 2000, -1);
+  const RegionRows small(host, 1000, -1), on_gpu(host, 2000, 0);
+  ASSERT_NE(aligned.InPlaceHostFloats(), nullptr);
+  ASSERT_EQ(misaligned.InPlaceHostFloats(), nullptr);
+  // The CPU backend reads aligned host rows in place; GPU rows are read on their GPU.
+  EXPECT_TRUE(CheckRegionRowBytes(aligned, true, limits).ok());
+  EXPECT_TRUE(CheckRegionRowBytes(on_gpu, false, limits).ok());
+  EXPECT_TRUE(CheckRegionRowBytes(small, false, limits).ok());
+  // Copied: by a GPU backend, or a CPU one when the rows are off alignment.
+  for (const absl::Status& copied : {CheckRegionRowBytes(aligned, false, limits),
+                                     CheckRegionRowBytes(misaligned, true, limits)}) {
+    EXPECT_EQ(copied.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(copied.message(), "2000 bytes, over max_batch_bytes = 1000"))
+        << copied;
+  }
 }
 
 // A lone job whose in-place rows span more than max_batch_bytes takes no
