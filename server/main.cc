@@ -109,6 +109,15 @@ ABSL_FLAG(bool, enable_regions, Defaults().regions.enabled,
           "serve the region RPCs and Select by reference (shared memory, CUDA IPC)");
 ABSL_FLAG(bool, regions_allow_remote, Defaults().regions.allow_remote,
           "accept region RPCs from peers that are not loopback or unix-socket connections");
+ABSL_FLAG(int64_t, max_channels, Defaults().channels.max_channels,
+          "most channels open on the server (OpenChannel past it: RESOURCE_EXHAUSTED)");
+ABSL_FLAG(int64_t, max_channels_per_session, Defaults().channels.max_channels_per_session,
+          "most channels one session may hold open");
+ABSL_FLAG(int64_t, channel_spin_us, Defaults().channels.spin_us,
+          "how long the channel poller spins after the last call before it naps (one busy core "
+          "while channels are in use; a call arriving later waits up to --channel_poll_us)");
+ABSL_FLAG(int64_t, channel_poll_us, Defaults().channels.idle_poll_us,
+          "the channel poller's nap between looks once idle");
 ABSL_FLAG(bool, keep_heap, true,
           "keep freed large buffers resident (no per-request page faults; RSS stays at peak)");
 ABSL_FLAG(int, malloc_arenas, topk::server::kDefaultMallocArenas,
@@ -271,6 +280,10 @@ int main(int argc, char** argv) {
   options.enable_reflection = absl::GetFlag(FLAGS_enable_reflection);
   options.regions = {.enabled = absl::GetFlag(FLAGS_enable_regions),
                      .allow_remote = absl::GetFlag(FLAGS_regions_allow_remote)};
+  options.channels = {.max_channels = absl::GetFlag(FLAGS_max_channels),
+                      .max_channels_per_session = absl::GetFlag(FLAGS_max_channels_per_session),
+                      .spin_us = absl::GetFlag(FLAGS_channel_spin_us),
+                      .idle_poll_us = absl::GetFlag(FLAGS_channel_poll_us)};
   options.backends.backend = absl::GetFlag(FLAGS_backend);
   options.backends.cuda_devices = *ordinals;
   options.backends.cuda_graphs = absl::GetFlag(FLAGS_cuda_graphs);

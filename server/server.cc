@@ -264,6 +264,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   } else {
     spdlog::info("backend {}: {}", eng.backend_name(), eng.backend_reason());
   }
+  if (eng.backend_name() != "cpu") {
+    spdlog::info("MPS: {}", eng.mps() ? "this server's GPU contexts are MPS clients"
+                                      : "not under MPS (co-located processes time-slice the GPU; "
+                                        "docs/channels.md)");
+  }
+  if (options.regions.enabled) {
+    server->channels_ = std::make_unique<ChannelRegistry>(server->engine_.get(), options.channels);
+  }
 
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
@@ -290,7 +298,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                           raw->SetServing(false);
                         },
                     .regions = options.regions,
-                    .call_limits = std::move(call_limits)});
+                    .call_limits = std::move(call_limits),
+                    .channels = server->channels_.get()});
 
   grpc::EnableDefaultHealthCheckService(true);
   if (options.enable_reflection) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -401,6 +410,7 @@ void Server::Shutdown(absl::Duration deadline) {
     // streams: waiting would only hold the exit.
     grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
   }
+  if (channels_ != nullptr) channels_->Stop();
   if (engine_ != nullptr) engine_->Stop();
   exposer_.reset();
   spdlog::info("stopped");

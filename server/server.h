@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/backends/backend_factory.h"
+#include "server/engine/channel_registry.h"
 #include "server/engine/engine.h"
 #include "server/transport/call_tracker.h"
 #include "server/transport/metrics.h"
@@ -59,6 +60,8 @@ struct ServerOptions {
   bool release_memory_when_idle = true;
   // Memory budget and stream bounds (on_idle_after_burst is set by Start).
   CallLimits calls;
+  // Channels (docs/channels.md): served with --enable_regions.
+  ChannelLimits channels;
   BackendOptions backends;
   EngineOptions engine;
 };
@@ -113,6 +116,9 @@ class Server {
   int metrics_port_ = 0;
   bool shut_down_ = false;
   std::unique_ptr<Engine> engine_;
+  // After the engine (its executors run on the engine's devices), before
+  // the service that hands it calls.
+  std::unique_ptr<ChannelRegistry> channels_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<TopKService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;

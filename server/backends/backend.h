@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/backends/channel_executor.h"
 #include "server/backends/row_source.h"
 #include "topk/contract.h"
 #include "topk/selector.h"
@@ -152,6 +153,15 @@ class Device {
   // One per worker; allocates that worker's buffers for `limits`.
   virtual absl::StatusOr<std::unique_ptr<WorkerBackend>> CreateWorker(
       const RequestLimits& limits) = 0;
+  // An executor for a channel on this device, with its own plan, workspace
+  // and (on a GPU) stream and captured graph. UNIMPLEMENTED where the
+  // backend serves no channels.
+  virtual absl::StatusOr<std::unique_ptr<ChannelExecutor>> OpenChannel(const ChannelSpec& spec) {
+    (void)spec;
+    return absl::UnimplementedError(backend_name() + " backend: no channels");
+  }
+  // Whether this device's contexts are MPS clients (false on the host).
+  virtual bool mps() const { return false; }
 };
 
 // results.values[r * k + j] = the score at results.indices[r * k + j] of row

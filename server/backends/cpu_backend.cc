@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/backends/cpu_channel.h"
 #include "server/backends/plan_buckets.h"
 #include "topk/cpu_selector.h"
 
@@ -124,6 +125,10 @@ class CpuDevice final : public Device {
     auto worker = std::make_unique<CpuWorker>(threads_, limits);
     if (absl::Status s = worker->Allocate(limits); !s.ok()) return s;
     return worker;
+  }
+
+  absl::StatusOr<std::unique_ptr<ChannelExecutor>> OpenChannel(const ChannelSpec& spec) override {
+    return MakeCpuChannelExecutor(spec, threads_);
   }
 
  private:

@@ -12,6 +12,7 @@
 #if TOPK_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "server/backends/cuda_channel.h"
 #include "server/backends/cuda_worker.h"
 #include "topk/cuda/device_uuid.h"
 #include "topk/cuda/status.h"
@@ -65,6 +66,12 @@ class CudaDevice final : public Device {
       const RequestLimits& limits) override {
     return CreateCudaWorker(ordinal_, use_graphs_, copy_pool_, staging_stores_, limits);
   }
+
+  absl::StatusOr<std::unique_ptr<ChannelExecutor>> OpenChannel(const ChannelSpec& spec) override {
+    return MakeCudaChannelExecutor(spec, ordinal_);
+  }
+
+  bool mps() const override { return CudaDeviceUnderMps(ordinal_); }
 
  private:
   int ordinal_;

@@ -162,4 +162,19 @@ int64_t Engine::in_flight() const {
   return total;
 }
 
+absl::StatusOr<std::unique_ptr<ChannelExecutor>> Engine::OpenChannel(
+    int32_t ordinal, const ChannelSpec& spec) const {
+  for (const auto& slot : slots_) {
+    if (slot->description.ordinal == ordinal) return slot->device->OpenChannel(spec);
+  }
+  return absl::NotFoundError(absl::StrCat("device ", ordinal, ": not served by this engine"));
+}
+
+bool Engine::mps() const {
+  for (const auto& slot : slots_) {
+    if (slot->device->mps()) return true;
+  }
+  return false;
+}
+
 }  // namespace topk::server

@@ -79,6 +79,14 @@ class Engine {
   int64_t queue_depth() const;
   int64_t in_flight() const;
 
+  // A channel executor on the device of CUDA ordinal `ordinal` (-1: the
+  // host CPU): NOT_FOUND when the engine serves no such device,
+  // UNIMPLEMENTED when its backend serves no channels.
+  absl::StatusOr<std::unique_ptr<ChannelExecutor>> OpenChannel(int32_t ordinal,
+                                                               const ChannelSpec& spec) const;
+  // Whether any device's contexts are MPS clients.
+  bool mps() const;
+
  private:
   struct Slot;
   explicit Engine(const EngineOptions& options);

@@ -66,7 +66,7 @@ class RegionService::SessionReactor final : public grpc::ServerWriteReactor<grpc
   }
   void OnCancel() override { End(grpc::Status(grpc::StatusCode::CANCELLED, "session ended")); }
   void OnDone() override {
-    service_->registry_.CloseSession(id_);
+    service_->EndSession(id_);
     service_->Forget(this);
     self_.reset();  // may delete this
   }
@@ -76,7 +76,7 @@ class RegionService::SessionReactor final : public grpc::ServerWriteReactor<grpc
     if (ended_.exchange(true)) return;
     // Release the regions now rather than at OnDone: requests in flight
     // hold leases of their own.
-    service_->registry_.CloseSession(id_);
+    service_->EndSession(id_);
     Finish(status);
   }
 
@@ -137,6 +137,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RegionService::OpenSession(
   SessionReactor* reactor = session.get();
   reactor->Start(std::move(session));
   return reactor;
+}
+
+void RegionService::EndSession(const std::string& id) {
+  if (channels_ != nullptr) channels_->CloseSession(id);
+  registry_.CloseSession(id);
 }
 
 void RegionService::Forget(SessionReactor* session) {

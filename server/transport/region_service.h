@@ -22,6 +22,7 @@
 #include "server/backends/backend.h"
 #include "server/backends/region.h"
 #include "server/backends/row_source.h"
+#include "server/engine/channel_registry.h"
 #include "server/engine/engine.h"
 #include "server/engine/region_registry.h"
 #include "server/engine/select_job.h"
@@ -110,16 +111,25 @@ class RegionService {
 
   bool enabled() const { return options_.enabled; }
   RegionRegistry& registry() { return registry_; }
+  // The channels a session's end closes with its regions (set once, before
+  // serving).
+  void AttachChannels(ChannelRegistry* channels) { channels_ = channels; }
+  // UNIMPLEMENTED without --enable_regions, PERMISSION_DENIED for a remote
+  // peer without --regions_allow_remote: the rule every region and channel
+  // RPC follows.
+  absl::Status CheckAllowed(grpc::CallbackServerContext* context) const;
 
  private:
   class SessionReactor;
-  absl::Status CheckAllowed(grpc::CallbackServerContext* context) const;
   void Forget(SessionReactor* session);
+  // Closes the session's channels, then its regions.
+  void EndSession(const std::string& id);
 
   Engine* engine_;
   RegionOptions options_;
   std::vector<int> served_gpus_;
   RegionRegistry registry_;
+  ChannelRegistry* channels_ = nullptr;
   absl::Mutex sessions_mutex_;
   absl::flat_hash_map<SessionReactor*, std::weak_ptr<SessionReactor>> sessions_
       ABSL_GUARDED_BY(sessions_mutex_);

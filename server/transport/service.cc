@@ -16,13 +16,16 @@ TopKService::TopKService(Engine* engine, Metrics* metrics, ServiceConfig config)
       metrics_(metrics),
       config_(std::move(config)),
       regions_(engine, config_.regions),
+      channels_(engine, &regions_, config_.regions.enabled ? config_.channels : nullptr),
       calls_(config_.call_limits),
       select_{.engine = engine,
               .metrics = metrics,
               .calls = &calls_,
               .max_send_message_bytes = config_.max_send_message_bytes,
               .on_no_usable_device = [this] { ReportNoUsableDevice(); },
-              .regions = &regions_} {}
+              .regions = &regions_} {
+  if (channels_.enabled()) regions_.AttachChannels(config_.channels);
+}
 
 namespace {
 
@@ -103,6 +106,8 @@ void TopKService::FillServerInfo(v1::ServerInfo& info) const {
   out->set_max_send_message_bytes(config_.max_send_message_bytes);
   info.set_echo_enabled(config_.enable_echo);
   info.set_regions_enabled(config_.regions.enabled);
+  info.set_mps(engine_->mps());
+  info.set_channels_enabled(channels_.enabled());
   // The types every device serves (a request may land on any of them).
   std::vector<EngineDevice> devices = engine_->devices();
   for (ScoreType type : kAllScoreTypes) {
@@ -121,6 +126,11 @@ grpc::ServerUnaryReactor* TopKService::GetStats(grpc::CallbackServerContext* con
   if (!ParseOrFinish(*request, parsed, reactor)) return reactor;
   v1::Stats stats;
   metrics_->FillStats(stats);
+  if (config_.channels != nullptr) {
+    stats.set_channel_calls(config_.channels->calls());
+    stats.set_channel_errors(config_.channels->errors());
+    stats.set_channels_open(config_.channels->open_channels());
+  }
   if (parsed.include_prometheus_text()) stats.set_prometheus_text(metrics_->PrometheusText());
   FinishWith(stats, *response, reactor);
   return reactor;
@@ -211,6 +221,22 @@ grpc::ServerUnaryReactor* TopKService::ListRegions(grpc::CallbackServerContext* 
   return ServeRegionRpc<v1::ListRegionsRequest, v1::ListRegionsResponse>(
       context, *request, *response, *metrics_,
       [&](const auto& parsed, auto& answer) { return regions_.List(context, parsed, answer); });
+}
+
+grpc::ServerUnaryReactor* TopKService::OpenChannel(grpc::CallbackServerContext* context,
+                                                   const grpc::ByteBuffer* request,
+                                                   grpc::ByteBuffer* response) {
+  return ServeRegionRpc<v1::OpenChannelRequest, v1::OpenChannelResponse>(
+      context, *request, *response, *metrics_,
+      [&](const auto& parsed, auto& answer) { return channels_.Open(context, parsed, answer); });
+}
+
+grpc::ServerUnaryReactor* TopKService::CloseChannel(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
+  return ServeRegionRpc<v1::CloseChannelRequest, v1::CloseChannelResponse>(
+      context, *request, *response, *metrics_,
+      [&](const auto& parsed, auto& answer) { return channels_.Close(context, parsed, answer); });
 }
 
 }  // namespace topk::server

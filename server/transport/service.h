@@ -9,6 +9,7 @@
 
 #include "server/engine/engine.h"
 #include "server/transport/call_tracker.h"
+#include "server/transport/channel_service.h"
 #include "server/transport/metrics.h"
 #include "server/transport/region_service.h"
 #include "server/transport/select_reactors.h"
@@ -26,6 +27,8 @@ struct ServiceConfig {
   std::function<void()> on_device_lost;
   RegionOptions regions;
   CallLimits call_limits;
+  // The channel registry (null: no channels), owned by the composition root.
+  ChannelRegistry* channels = nullptr;
 };
 
 // Every method is served raw (ByteBuffer in and out): Select so its score
@@ -40,7 +43,10 @@ using RawTopKService = v1::TopK::WithRawCallbackMethod_Select<
             v1::TopK::WithRawCallbackMethod_Echo<v1::TopK::WithRawCallbackMethod_OpenSession<
                 v1::TopK::WithRawCallbackMethod_RegisterRegion<
                     v1::TopK::WithRawCallbackMethod_UnregisterRegion<
-                        v1::TopK::WithRawCallbackMethod_ListRegions<v1::TopK::Service>>>>>>>>>>;
+                        v1::TopK::WithRawCallbackMethod_ListRegions<
+                            v1::TopK::WithRawCallbackMethod_OpenChannel<
+                                v1::TopK::WithRawCallbackMethod_CloseChannel<
+                                    v1::TopK::Service>>>>>>>>>>>>;
 
 class TopKService final : public RawTopKService {
  public:
@@ -74,6 +80,12 @@ class TopKService final : public RawTopKService {
   grpc::ServerUnaryReactor* ListRegions(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* OpenChannel(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* CloseChannel(grpc::CallbackServerContext* context,
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
 
   // Ends the region sessions (before the server drains).
   void EndSessions() { regions_.EndSessions(); }
@@ -95,6 +107,7 @@ class TopKService final : public RawTopKService {
   Metrics* metrics_;
   ServiceConfig config_;
   RegionService regions_;
+  ChannelService channels_;
   CallTracker calls_;
   SelectContext select_;
   std::atomic<bool> device_lost_reported_{false};

@@ -20,7 +20,8 @@ for t in "${targets[@]}"; do
   # Only targets this tree defines (suites come and go with the branches).
   if grep -qx "\.\.\. $t" <<<"$known"; then present+=("$t"); fi
 done
-cmake --build "$build" -j "${TOPK_JOBS:-2}" --target "${present[@]}" topk_python_client
+# libtopk_c.so: the in-process provider of the frontend benchmark (bench/frontend).
+cmake --build "$build" -j "${TOPK_JOBS:-2}" --target "${present[@]}" topk_python_client topk_c
 rm -rf "$dest"
 bins=()
 for t in "${present[@]}"; do
@@ -30,13 +31,15 @@ done
 # TOPK_EXTRA_BINS: more executables to pack as they are named (for example
 # another build's topk-server renamed topk-server-main, to run beside these).
 read -r -a extra <<<"${TOPK_EXTRA_BINS:-}"
-bash deploy/make-relocatable.sh "$dest" "${bins[@]}" "${extra[@]}"
+bash deploy/make-relocatable.sh "$dest" "${bins[@]}" "${extra[@]}" \
+  --lib "$(find "$build" -name libtopk_c.so -not -path '*/CMakeFiles/*' | head -1)"
 strip "$dest"/bin/* 2>/dev/null || true
 mkdir -p "$dest/python" "$dest/python-tests" "$dest/proto"
 cp -r "$build/python/topk_client" "$dest/python/"
 cp client/python/tests/*.py "$dest/python-tests/"
 cp -r proto/topk "$dest/proto/"
-cp tools/gpu-lab/serving-h200.sh "$dest/"
+cp tools/gpu-lab/serving-h200.sh tools/gpu-lab/channels-h200.sh "$dest/"
+mkdir -p "$dest/frontend" && cp bench/frontend/* "$dest/frontend/" 2>/dev/null || true
 mkdir -p "$dest/serving"
 cp tools/gpu-lab/serving/*.sh "$dest/serving/"
 du -sh "$dest"

@@ -32,7 +32,7 @@ from topk_client.inprocess import InProcessSelector  # noqa: F401
 
 _RPC_NAMES = ("TopKClient", "AsyncTopKClient", "SelectResult", "pack_rows", "channel_options",
               "ZeroCopyClient", "RegionSession", "SelectError", "SelectPipeline",
-              "bf16_to_float", "float_to_bf16")
+              "bf16_to_float", "float_to_bf16", "Channel", "ChannelError")
 try:
     from topk_client.aio import AsyncTopKClient  # noqa: F401
     from topk_client.client import (  # noqa: F401
@@ -40,6 +40,7 @@ try:
     from topk_client.dtypes import bf16_to_float, float_to_bf16  # noqa: F401
     from topk_client.regions import (  # noqa: F401
         RegionSession, SelectError, SelectPipeline, ZeroCopyClient)
+    from topk_client.channel import Channel, ChannelError  # noqa: F401
 except ImportError as _missing:  # grpcio, protobuf, numpy or the generated stubs
     _MISSING = _missing
 else:

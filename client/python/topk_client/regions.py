@@ -211,6 +211,8 @@ class ZeroCopyClient:
         self._events = {}         # device -> (ready, done) torch.cuda.Event
 
     def close(self):
+        for channel in list(getattr(self, "_channels", ())):
+            channel.close()  # their calls name the session's regions: before it ends
         if self._pipeline is not None:
             self._pipeline.close()  # its requests name the session: done first
         self.session.close()
@@ -223,6 +225,23 @@ class ZeroCopyClient:
 
     def __exit__(self, *exc):
         self.close()
+
+    # --- channels -------------------------------------------------------------
+
+    def channel(self, k: int, max_rows: int, max_width: int, *, dtype=None, sorted: bool = False,
+                deterministic: bool = False, return_values: bool = False):
+        """A GPU-ordered channel of this session (topk_client.channel.Channel):
+        K, the score type (a torch dtype; None: float32), the options and the
+        caps fixed; each select() then is one stream memory operation batch on
+        the current CUDA stream, capturable in a CUDA graph. Opened on its
+        first select; closed by close() or with this client."""
+        from topk_client.channel import Channel
+        channel = Channel(self, k, max_rows, max_width, dtype=dtype, sorted=sorted,
+                          deterministic=deterministic, return_values=return_values)
+        if not hasattr(self, "_channels"):
+            self._channels = []
+        self._channels.append(channel)
+        return channel
 
     # --- host memory (numpy) -------------------------------------------------
 

@@ -164,6 +164,8 @@ class RegionSession {
   RegionSession& operator=(const RegionSession&) = delete;
 
   const std::string& id() const { return id_; }
+  // The gRPC channel the session's calls go over (for channels: channel.h).
+  const std::shared_ptr<grpc::Channel>& grpc_channel() const { return channel_; }
 
   absl::Status RegisterShm(const std::string& name, const std::string& shm_name, uint64_t offset,
                            uint64_t byte_size);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The channel checks on a GPU machine, from the serving pack (ROOT: bin/, lib/,
+# python/, python-tests/, frontend/), in one call:
+#   test      channel_torch_test.py against a CUDA server, without MPS and
+#             under MPS (exactness, in place, values, a captured graph replayed,
+#             the valid/invalid mix, host cost per call)
+#   memcheck  the server under compute-sanitizer memcheck while the test's mix
+#             runs (FUZZ calls), "ERROR SUMMARY: 0 errors" expected
+#   kill      a client killed (SIGKILL) mid-stream: the server's channel is gone
+#             within 1 s (GetStats channels_open), the server keeps serving
+#   bench     bench/frontend/run.sh (every provider, with and without MPS)
+# Usage: channels-h200.sh ROOT OUT [steps]   (default test,memcheck,kill)
+set -uo pipefail
+root=$(cd "$1" && pwd) out=$2 steps=${3:-test,memcheck,kill}
+mkdir -p "$out"
+bin=$root/bin sock=/tmp/topk-ch.sock
+export PYTHONPATH=$root/python PYTHONUNBUFFERED=1
+summary=$out/channels_summary.txt
+note() { echo "$*" | tee -a "$summary"; }
+server=
+start_server() {  # [wrapper...]
+  rm -f "$sock"
+  "$@" "$bin/topk-server" --backend=cuda --cuda_devices=0 --enable_regions \
+    --listen="unix:$sock" >"$out/server_$tag.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 600); do
+    "$bin/topk-cli" --target="unix:$sock" health 2>/dev/null | grep -q SERVING && return 0
+    sleep 0.1
+  done
+  note "server ($tag) did not start"; tail -5 "$out/server_$tag.log" | tee -a "$summary"; return 1
+}
+stop_server() { kill -TERM "$server" 2>/dev/null; wait "$server" 2>/dev/null; server=; }
+mps_on() {
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/topk-mps CUDA_MPS_LOG_DIRECTORY=/tmp/topk-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && sleep 1
+}
+mps_off() { echo quit | nvidia-cuda-mps-control; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
+run_test() {  # extra args
+  local t0=$SECONDS
+  timeout 240 python3 "$root/python-tests/channel_torch_test.py" --target "unix:$sock" "$@" \
+    >"$out/channel_test_$tag.log" 2>&1
+  note "channel_torch_test ($tag) rc=$? $((SECONDS - t0)) s: $(tail -3 "$out/channel_test_$tag.log" | tr '\n' ' ')"
+}
+nvidia-smi -L | tee -a "$summary"
+for step in ${steps//,/ }; do
+  case $step in
+    test)
+      tag=nomps; start_server && { run_test; grep -i "mps" "$out/server_$tag.log" | head -2 >>"$summary"; stop_server; }
+      mps_on; tag=mps; start_server && { run_test; grep -i "mps" "$out/server_$tag.log" | head -2 >>"$summary"; stop_server; }
+      mps_off ;;
+    memcheck)
+      tag=memcheck
+      start_server compute-sanitizer --tool memcheck --print-limit 20 && {
+        run_test --fuzz_calls "${FUZZ:-1500}" --graph_replays 10; stop_server; }
+      note "memcheck: $(grep -E 'ERROR SUMMARY' "$out/server_$tag.log" | tail -1)" ;;
+    kill)
+      tag=kill; start_server && {
+        timeout 90 python3 "$root/python-tests/channel_kill_test.py" --target "unix:$sock" \
+          >"$out/kill_$tag.log" 2>&1
+        note "kill: $(tail -4 "$out/kill_$tag.log" | tr '\n' ' ')"; stop_server; } ;;
+    bench)
+      bash "$root/frontend/run.sh" "$root" "$out" >"$out/frontend_run.log" 2>&1
+      note "bench rc=$? $(tail -25 "$out/frontend_run.log")" ;;
+  esac
+done
+cp "$summary" "$out/" 2>/dev/null
