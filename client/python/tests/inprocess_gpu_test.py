@@ -1,7 +1,8 @@
 """InProcessSelector on a GPU: exactness against torch.topk on ragged rows
 with ties (FP32 and BF16, K 512 and 2048), out= in place at a wider row
-stride, values, NaN rows (row status, check=True), and a torch CUDA graph
-captured once and replayed 100 times on new rows, each replay exact.
+stride, values, NaN rows (row status, check=True), a torch CUDA graph
+captured once and replayed 100 times on new rows, each replay exact, and
+close() (a select after it plans again).
 Exits 77 (skip) without torch or a CUDA device; a missing libtopk_c.so
 with both present is a failure.
 
@@ -127,6 +128,11 @@ def main():
         torch.cuda.synchronize()
         check(static_scores, static_lengths, k, static_out)
     print("CUDA graph: 100 replays exact")
+    # close() frees the plans; the next select plans again.
+    topk.close()
+    again = topk.select(static_scores, static_lengths, k)
+    torch.cuda.synchronize()
+    check(static_scores, static_lengths, k, again)
     print("in-process selector on the GPU: exact")
     return 0
 

@@ -150,9 +150,14 @@ class _Plan:
     def explain(self) -> str:
         return self._lib.topk_plan_explain(self.handle).decode()
 
-    def __del__(self):
+    def close(self):
         if getattr(self, "handle", None):
             self._lib.topk_plan_destroy(self.handle)
+            self.handle = None
+        self.workspace = self.indices = self.row_status = None
+
+    def __del__(self):
+        self.close()
 
 
 class InProcessSelector:
@@ -175,6 +180,21 @@ class InProcessSelector:
                        torch.float16: _DTYPE_FP16}
         self._plans = {}
         self._lock = threading.Lock()
+
+    def close(self):
+        """Frees every plan and its buffers, once the GPU is done with them
+        (it synchronises each plan's device); a later select plans again."""
+        with self._lock:
+            plans, self._plans = self._plans, {}
+        for key, plan in plans.items():
+            self._torch.cuda.synchronize(key[0])
+            plan.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
     def plan(self, key: tuple) -> _Plan:
         with self._lock:
