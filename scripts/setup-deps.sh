@@ -8,6 +8,8 @@ packages=(
   libabsl-dev libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3
   prometheus-cpp-dev python3-grpcio python3-numpy python3-protobuf
+  # The Python client in a venv of Debian's python3 (README): pip builds it offline.
+  python3-venv python3-setuptools python3-wheel
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -71,7 +71,9 @@ ABSL_FLAG(int, max_k, Defaults().engine.limits.max_k, "largest K accepted");
 ABSL_FLAG(int64_t, max_rows, Defaults().engine.limits.max_rows, "most rows in one request");
 ABSL_FLAG(int64_t, max_width, Defaults().engine.limits.max_width, "largest row length L_r");
 ABSL_FLAG(int64_t, max_batch_bytes, Defaults().engine.limits.max_batch_bytes,
-          "largest score payload of one request (4 * sum(lengths)); sizes staging buffers");
+          "largest score payload the server copies for one request (inline rows, host-region "
+          "rows a GPU stages; bytes(dtype) * sum(lengths)); sizes staging buffers. Rows by "
+          "reference read in place do not count");
 ABSL_FLAG(int64_t, max_recv_message_bytes, Defaults().max_recv_message_bytes,
           "largest gRPC message received (use SelectStream beyond it)");
 ABSL_FLAG(int64_t, max_send_message_bytes, Defaults().max_send_message_bytes,

@@ -197,8 +197,10 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
       return s;
     }
   }
-  // The smallest answer a full request can get: M x K int32 indices (values
-  // double it; that is refused per request, with a message, when asked).
+  // The smallest inline answer a full request can get: M x K int32 indices
+  // (values double it; that is refused per request, with a message, when
+  // asked). An answer written into an output region is not sent, but a
+  // request by reference may still ask for it inline.
   const int64_t index_bytes = limits.max_rows * limits.max_k * int64_t{4};
   constexpr int64_t kResponseOverhead = 1024;
   if (index_bytes + kResponseOverhead > options.max_send_message_bytes) {
@@ -207,6 +209,9 @@ absl::Status ValidateServerOptions(const ServerOptions& options) {
         " cannot hold the answer to a ", "full request: --max_rows x --max_k x 4 = ", index_bytes,
         " bytes; raise it or lower --max_rows or --max_k"));
   }
+  // In flight are the bytes of messages and stream chunks: inline rows,
+  // bounded by --max_batch_bytes. Rows by reference stay in the client's
+  // memory and hold none of it.
   if (options.calls.max_inflight_bytes > 0 &&
       options.calls.max_inflight_bytes <
           std::max(limits.max_batch_bytes,

@@ -41,7 +41,11 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   int64_t max_recv_message_bytes = int64_t{64} << 20;
-  int64_t max_send_message_bytes = int64_t{64} << 20;
+  // Holds the inline answer to a full request: max_rows x max_k x 4 bytes of
+  // indices, 64 MiB at the defaults (with values about twice that: such a
+  // request is refused alone, naming this flag). Answers written into an
+  // output region do not travel, and need none of it.
+  int64_t max_send_message_bytes = int64_t{128} << 20;
   // 0 leaves gRPC's default.
   int64_t keepalive_time_ms = 0;
   int64_t keepalive_timeout_ms = 0;

@@ -2,6 +2,7 @@
 into topk_client/_proto, grpc.health.v1 into topk_client/_health_proto (the
 package metadata is in pyproject.toml)."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -15,6 +16,22 @@ HEALTH_OUT = os.path.join(HERE, "topk_client", "_health_proto")
 
 
 def protoc(*args):
+    """grpcio-tools' protoc (what pyproject.toml's build requirements bring),
+    else the system's protoc with grpc_python_plugin (Debian:
+    protobuf-compiler, protobuf-compiler-grpc) for a build without
+    isolation and without PyPI."""
+    try:
+        import grpc_tools  # noqa: F401
+    except ImportError:
+        plugin = shutil.which("grpc_python_plugin")
+        if shutil.which("protoc") is None or plugin is None:
+            raise SystemExit(
+                "topk-client: generating the stubs needs grpcio-tools (pip fetches it unless "
+                "--no-build-isolation) or protoc + grpc_python_plugin (Debian: "
+                "protobuf-compiler protobuf-compiler-grpc), or run client/python/generate.sh")
+        subprocess.check_call(["protoc", f"--proto_path={PROTO_ROOT}",
+                               f"--plugin=protoc-gen-grpc_python={plugin}", *args])
+        return
     subprocess.check_call([sys.executable, "-m", "grpc_tools.protoc",
                            f"--proto_path={PROTO_ROOT}", *args])
 

@@ -24,7 +24,9 @@ namespace topk::server {
 // The largest request the server accepts; every buffer is sized from these.
 struct RequestLimits {
   int32_t max_k = 2048;
-  int64_t max_rows = 1024;
+  // A prefill batch of 2048..8192 rows by reference (docs/service.md,
+  // "Limits"); the output buffers are max_rows x max_k x 8 bytes a worker.
+  int64_t max_rows = 8192;
   int64_t max_width = int64_t{1} << 20;
   int64_t max_batch_bytes = int64_t{256} << 20;  // bytes(dtype) * sum(lengths)
 };

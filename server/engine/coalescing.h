@@ -28,7 +28,13 @@ struct BatchFootprint {
 // rounded up to whole floats, so the next source starts aligned).
 int64_t SourceElements(const SelectInput& input);
 
-// Host bytes the job's rows take in staging (0 for rows on a GPU).
+// Host bytes the job's rows take in staging (0 for rows on a GPU). Every
+// host row counts, also rows a CPU worker could read in place: a batch of
+// several parts is copied whole when any one of them is not in place
+// (StageParts), and a GPU worker copies them all. So a batch's host rows
+// stay within max_batch_bytes, except a lone job's: rows by reference that
+// a CPU worker reads in place may span more (the transport lets only those
+// through, CheckRegionRowBytes); such a job takes no batch-mates.
 int64_t StagedBytes(const SelectInput& input);
 
 bool Compatible(const SelectInput& lead, const SelectInput& other);

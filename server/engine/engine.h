@@ -67,6 +67,11 @@ class Engine {
   bool usable() const;
   const std::string& backend_name() const { return backend_name_; }
   const std::string& backend_reason() const { return backend_reason_; }
+  // True when the backend reads host rows (a client's shared memory) where
+  // they are, when they are aligned floats: the CPU selector does; a GPU
+  // backend stages every host row into pinned memory, within
+  // max_batch_bytes. (Rows in GPU memory are read in place on their device.)
+  bool reads_host_rows_in_place() const { return backend_name_ == "cpu"; }
   const EngineOptions& options() const { return options_; }
   const RequestLimits& limits() const { return options_.limits; }
   std::vector<EngineDevice> devices() const;

@@ -23,6 +23,20 @@ absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits)
   return absl::OkStatus();
 }
 
+absl::Status CheckRegionRowBytes(const RowSource& rows, bool host_rows_read_in_place,
+                                 const RequestLimits& limits) {
+  const bool in_place = rows.device_ordinal() >= 0 ||
+                        (host_rows_read_in_place && rows.InPlaceHostFloats() != nullptr);
+  if (!in_place && rows.size_bytes() > static_cast<uint64_t>(limits.max_batch_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region_rows: the rows span ", rows.size_bytes(),
+        " bytes, over max_batch_bytes = ", limits.max_batch_bytes,
+        host_rows_read_in_place ? " (rows not 4-byte aligned are copied into the staging)"
+                                : " (this backend copies host rows into its staging)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                        absl::Span<const int32_t> lengths, size_t score_bytes,
                                        const RequestLimits& limits, ScoreType dtype) {

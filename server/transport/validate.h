@@ -20,6 +20,17 @@ absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits);
 // A stream's score bytes so far against max_batch_bytes.
 absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits);
 
+// Rows by reference (`rows`, their span in the client's region) against
+// max_batch_bytes: only rows the server copies count, since they would
+// overflow the staging it sizes; rows read where they are cost the server no
+// memory, so no byte limit applies to them (max_rows and max_width still
+// do). Read in place: rows on a GPU, and host rows that are aligned floats
+// when the backend reads host rows in place (`host_rows_read_in_place`:
+// Engine::reads_host_rows_in_place(), the CPU backend; StageOnHost copies
+// the others). The one place this is decided.
+absl::Status CheckRegionRowBytes(const RowSource& rows, bool host_rows_read_in_place,
+                                 const RequestLimits& limits);
+
 // Checks K, the row count, every length and the byte count (bytes(dtype) *
 // sum(lengths)) against `limits`.
 // `num_rows` is how many lengths the request holds; `lengths` may keep fewer

@@ -53,7 +53,8 @@ fi
 cd "$work"
 PYTHONPATH=$site "$py" "$example" --target "127.0.0.1:${ports[0]}" --rows 6 --width 20000 --k 128
 # The README's Serving snippet, word for word but for the port and the path.
-snippet=$(sed -n '/^PYTHONPATH=build\/python python3 -c "$/,/^print(.*)"$/p' \
+# (`python3` or `/usr/bin/python3`: the interpreter with Debian's grpcio).
+snippet=$(sed -n '/^PYTHONPATH=build\/python \(\/usr\/bin\/\)\{0,1\}python3 -c "$/,/^print(.*)"$/p' \
   "$source_dir/README.md" |
   sed '1d; $s/"$//')
 [ -n "$snippet" ] || { echo "README snippet not found"; exit 1; }

@@ -35,11 +35,9 @@ from typing import Optional, Sequence
 import grpc
 import numpy as np
 
+from topk_client import _checks
+from topk_client._checks import RegionError
 from topk_client.client import TopKClient, _decode, topk_pb2
-
-
-class RegionError(RuntimeError):
-    """A tensor or array that cannot be sent by reference."""
 
 
 def _cuda_allocation_size(pointer: int) -> Optional[int]:
@@ -333,11 +331,8 @@ class ZeroCopyClient:
         reply). values: (M, >=k) like out, of the scores' type, to also get the
         selected values.
         Returns out (or the new indices)."""
-        is_torch = type(scores).__module__.startswith("torch")
-        unit_stride = (scores.stride(1) == 1) if is_torch else (
-            scores.strides[1] == scores.itemsize)
-        if scores.ndim != 2 or not unit_stride:
-            raise RegionError("scores: a 2-D array with contiguous rows")
+        is_torch = _checks.is_torch(scores)
+        _checks.check_rows(scores)
         m = scores.shape[0]
         rows = topk_pb2.RegionRows(num_rows=m)
         request = topk_pb2.SelectRequest(
@@ -350,17 +345,15 @@ class ZeroCopyClient:
 
     def _select_torch(self, request, rows, scores, lengths, k, out, values, ordering):
         import torch
-        wire = {torch.float32: topk_pb2.SCORE_TYPE_FP32, torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
-                torch.float16: topk_pb2.SCORE_TYPE_FP16}.get(scores.dtype)
-        if not scores.is_cuda or wire is None:
-            raise RegionError("scores: a float32, bfloat16 or float16 CUDA tensor")
-        rows.dtype = wire
+        rows.dtype = _checks.score_type(
+            scores, {torch.float32: topk_pb2.SCORE_TYPE_FP32,
+                     torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
+                     torch.float16: topk_pb2.SCORE_TYPE_FP16})
         device = scores.device
         rows.scores.CopyFrom(self._cuda_ref(scores, "scores"))
         rows.row_pitch = scores.stride(0)
         if isinstance(lengths, torch.Tensor) and lengths.is_cuda:
-            if lengths.dtype != torch.int32 or lengths.device != device or not lengths.is_contiguous():
-                raise RegionError("lengths: a contiguous int32 tensor on the scores' GPU")
+            _checks.check_device_lengths(lengths, device, torch.int32)
             rows.lengths_ref.CopyFrom(self._cuda_ref(lengths, "lengths"))
             rows.width = scores.shape[1]
         else:
@@ -368,17 +361,12 @@ class ZeroCopyClient:
                                                  else lengths))
         if out is None:
             out = torch.empty((scores.shape[0], k), dtype=torch.int32, device=device)
-        for name, t, dtype in (("out", out, torch.int32), ("values", values, scores.dtype)):
-            if t is not None and (t.device != device or t.dtype != dtype or t.stride(1) != 1
-                                  or t.shape[1] < k or t.shape[0] != scores.shape[0]):
-                raise RegionError(f"{name}: ({scores.shape[0]}, >= {k}) {dtype} on {device} "
-                                  "with contiguous rows")
+        _checks.check_outputs(scores, k, out, values, torch.int32)
         request.region_rows.CopyFrom(rows)
         request.output.indices.CopyFrom(self._cuda_ref(out, "out"))
         request.output.row_stride = out.stride(0)
         if values is not None:
-            if values.stride(0) != out.stride(0):
-                raise RegionError("values: must have the same row stride as out")
+            _checks.check_values_stride(out, values)
             request.output.values.CopyFrom(self._cuda_ref(values, "values"))
         stream = torch.cuda.current_stream(device)
         if ordering == "event":
