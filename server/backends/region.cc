@@ -40,8 +40,9 @@ class Fd {
 class ShmRegion final : public Region {
  public:
   ShmRegion(Fd fd, void* mapping, size_t mapping_bytes, size_t usable_offset, uint64_t byte_size,
-            uint64_t needed_object_bytes, ShmGuard guard)
+            uint64_t needed_object_bytes, ShmGuard guard, MemoryPlace place)
       : Region(RegionKind::kShm, static_cast<std::byte*>(mapping) + usable_offset, byte_size, -1),
+        place_(place),
         fd_(std::move(fd)),
         mapping_(mapping),
         mapping_bytes_(mapping_bytes),
@@ -53,6 +54,7 @@ class ShmRegion final : public Region {
   }
 
   bool poisoned() const override { return guard_.poisoned(); }
+  MemoryPlace place() const override { return place_; }
 
   absl::Status CheckIntact() const override {
     if (guard_.poisoned()) {
@@ -71,6 +73,7 @@ class ShmRegion final : public Region {
   }
 
  private:
+  MemoryPlace place_;
   Fd fd_;
   void* mapping_;
   size_t mapping_bytes_;
@@ -127,6 +130,11 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
         absl::StrCat("shm.shm_name: fstat('", shm_name, "'): ", OsError(errno)));
   }
   const auto object_bytes = static_cast<uint64_t>(info.st_size);
+  // The object itself, not its name: a second registration (under any name
+  // that reaches it) is the same memory.
+  const MemoryPlace place{
+      .object = {static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino)},
+      .start = offset};
   if (offset + byte_size > object_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm: offset ", offset, " + byte_size ", byte_size, " = ", offset + byte_size,
@@ -154,7 +162,7 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
   }
   return std::make_unique<ShmRegion>(std::move(fd), mapping, static_cast<size_t>(map_bytes),
                                      static_cast<size_t>(lead), byte_size, offset + byte_size,
-                                     *std::move(guard));
+                                     *std::move(guard), place);
 }
 
 }  // namespace topk::server
