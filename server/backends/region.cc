@@ -103,8 +103,15 @@ absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes,
   return CopyFromGpuRegion(region, offset, bytes, dest);
 }
 
+int64_t ShmProofOffset(uint64_t offset, uint64_t object_bytes) {
+  if (object_bytes < kShmProofBytes) return -1;
+  if (offset <= object_bytes - kShmProofBytes) return static_cast<int64_t>(offset);
+  return static_cast<int64_t>(object_bytes - kShmProofBytes);
+}
+
 absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,
-                                                      uint64_t byte_size) {
+                                                      uint64_t byte_size,
+                                                      absl::string_view ownership_proof) {
   // A name with a second '/' would address a path, not a shared-memory
   // object; an empty one or a bare "/" addresses nothing.
   if (shm_name.size() < 2 || shm_name.size() > 255 || shm_name[0] != '/' ||
@@ -139,6 +146,25 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
     return absl::InvalidArgumentError(
         absl::StrCat("shm: offset ", offset, " + byte_size ", byte_size, " = ", offset + byte_size,
                      " exceeds the object's ", object_bytes, " bytes ('", shm_name, "')"));
+  }
+  // Before anything is mapped: the client must have written the proof.
+  const int64_t proof_at = ShmProofOffset(offset, object_bytes);
+  if (proof_at < 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "shm: '", shm_name, "' (", object_bytes, " bytes) is smaller than the ", kShmProofBytes,
+        "-byte ownership proof it must hold (docs/regions.md, "
+        "Trust model)"));
+  }
+  char held[kShmProofBytes] = {};
+  if (ownership_proof.size() != kShmProofBytes ||
+      pread(fd.get(), held, kShmProofBytes, static_cast<off_t>(proof_at)) !=
+          static_cast<ssize_t>(kShmProofBytes) ||
+      std::memcmp(held, ownership_proof.data(), kShmProofBytes) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "shm: '", shm_name, "' does not hold this session's ownership proof at bytes [", proof_at,
+        ", ", proof_at + kShmProofBytes,
+        ") of the object: the registering process must write it there first (the clients do), "
+        "which only a process that can write the object can (docs/regions.md, Trust model)"));
   }
   // mmap wants a page-aligned file offset: map from the page holding
   // `offset` and point past the difference.
