@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "openssl/evp.h"
 
 namespace topk::client {
 namespace {
@@ -29,6 +31,56 @@ void SetDevice(const GpuId& device, v1::GpuDevice& out) {
   out.set_uuid(device.uuid);
   out.set_ordinal(device.ordinal);
 }
+
+// The server maps a shared-memory object only once it holds the session's
+// ownership proof (docs/regions.md, "Trust model"): 16 bytes of
+// SHA-256("topk-shm-ownership\0" + session id), at the registered offset when
+// they fit before the object's end, else in its last 16 bytes. This process
+// writes them through its own descriptor for the registration and puts the
+// bytes they replaced back afterwards; an object it cannot open read-write
+// goes without, and the server refuses it.
+constexpr size_t kProofBytes = 16;
+
+class OwnershipProof {
+ public:
+  OwnershipProof(const std::string& shm_name, uint64_t offset, absl::string_view session_id) {
+    fd_ = shm_open(shm_name.c_str(), O_RDWR, 0);
+    struct stat info {};
+    if (fd_ < 0 || fstat(fd_, &info) != 0 || static_cast<uint64_t>(info.st_size) < kProofBytes) {
+      return;
+    }
+    const auto size = static_cast<uint64_t>(info.st_size);
+    const uint64_t at = offset <= size - kProofBytes ? offset : size - kProofBytes;
+    std::string input = "topk-shm-ownership";
+    input.push_back('\0');
+    input.append(session_id.data(), session_id.size());
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1 ||
+        pread(fd_, saved_, kProofBytes, static_cast<off_t>(at)) !=
+            static_cast<ssize_t>(kProofBytes) ||
+        pwrite(fd_, digest, kProofBytes, static_cast<off_t>(at)) !=
+            static_cast<ssize_t>(kProofBytes)) {
+      return;
+    }
+    at_ = static_cast<off_t>(at);
+  }
+  ~OwnershipProof() {
+    if (at_ >= 0) {
+      // A short write: the object shrank meanwhile, and nothing of it is
+      // left to restore.
+      [[maybe_unused]] const ssize_t restored = pwrite(fd_, saved_, kProofBytes, at_);
+    }
+    if (fd_ >= 0) close(fd_);
+  }
+  OwnershipProof(const OwnershipProof&) = delete;
+  OwnershipProof& operator=(const OwnershipProof&) = delete;
+
+ private:
+  int fd_ = -1;
+  off_t at_ = -1;
+  char saved_[kProofBytes] = {};
+};
 
 }  // namespace
 
@@ -133,6 +185,7 @@ absl::Status RegionSession::RegisterShm(const std::string& name, const std::stri
   request.mutable_shm()->set_shm_name(shm_name);
   request.mutable_shm()->set_offset(offset);
   request.mutable_shm()->set_byte_size(byte_size);
+  const OwnershipProof proof(shm_name, offset, id_);
   return Register(request);
 }
 

@@ -40,8 +40,9 @@ class Fd {
 class ShmRegion final : public Region {
  public:
   ShmRegion(Fd fd, void* mapping, size_t mapping_bytes, size_t usable_offset, uint64_t byte_size,
-            uint64_t needed_object_bytes, ShmGuard guard)
+            uint64_t needed_object_bytes, ShmGuard guard, MemoryPlace place)
       : Region(RegionKind::kShm, static_cast<std::byte*>(mapping) + usable_offset, byte_size, -1),
+        place_(place),
         fd_(std::move(fd)),
         mapping_(mapping),
         mapping_bytes_(mapping_bytes),
@@ -53,6 +54,7 @@ class ShmRegion final : public Region {
   }
 
   bool poisoned() const override { return guard_.poisoned(); }
+  MemoryPlace place() const override { return place_; }
 
   absl::Status CheckIntact() const override {
     if (guard_.poisoned()) {
@@ -71,6 +73,7 @@ class ShmRegion final : public Region {
   }
 
  private:
+  MemoryPlace place_;
   Fd fd_;
   void* mapping_;
   size_t mapping_bytes_;
@@ -100,8 +103,15 @@ absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes,
   return CopyFromGpuRegion(region, offset, bytes, dest);
 }
 
+int64_t ShmProofOffset(uint64_t offset, uint64_t object_bytes) {
+  if (object_bytes < kShmProofBytes) return -1;
+  if (offset <= object_bytes - kShmProofBytes) return static_cast<int64_t>(offset);
+  return static_cast<int64_t>(object_bytes - kShmProofBytes);
+}
+
 absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,
-                                                      uint64_t byte_size) {
+                                                      uint64_t byte_size,
+                                                      absl::string_view ownership_proof) {
   // A name with a second '/' would address a path, not a shared-memory
   // object; an empty one or a bare "/" addresses nothing.
   if (shm_name.size() < 2 || shm_name.size() > 255 || shm_name[0] != '/' ||
@@ -127,10 +137,34 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
         absl::StrCat("shm.shm_name: fstat('", shm_name, "'): ", OsError(errno)));
   }
   const auto object_bytes = static_cast<uint64_t>(info.st_size);
+  // The object itself, not its name: a second registration (under any name
+  // that reaches it) is the same memory.
+  const MemoryPlace place{
+      .object = {static_cast<uint64_t>(info.st_dev), static_cast<uint64_t>(info.st_ino)},
+      .start = offset};
   if (offset + byte_size > object_bytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("shm: offset ", offset, " + byte_size ", byte_size, " = ", offset + byte_size,
                      " exceeds the object's ", object_bytes, " bytes ('", shm_name, "')"));
+  }
+  // Before anything is mapped: the client must have written the proof.
+  const int64_t proof_at = ShmProofOffset(offset, object_bytes);
+  if (proof_at < 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "shm: '", shm_name, "' (", object_bytes, " bytes) is smaller than the ", kShmProofBytes,
+        "-byte ownership proof it must hold (docs/regions.md, "
+        "Trust model)"));
+  }
+  char held[kShmProofBytes] = {};
+  if (ownership_proof.size() != kShmProofBytes ||
+      pread(fd.get(), held, kShmProofBytes, static_cast<off_t>(proof_at)) !=
+          static_cast<ssize_t>(kShmProofBytes) ||
+      std::memcmp(held, ownership_proof.data(), kShmProofBytes) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "shm: '", shm_name, "' does not hold this session's ownership proof at bytes [", proof_at,
+        ", ", proof_at + kShmProofBytes,
+        ") of the object: the registering process must write it there first (the clients do), "
+        "which only a process that can write the object can (docs/regions.md, Trust model)"));
   }
   // mmap wants a page-aligned file offset: map from the page holding
   // `offset` and point past the difference.
@@ -154,7 +188,7 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
   }
   return std::make_unique<ShmRegion>(std::move(fd), mapping, static_cast<size_t>(map_bytes),
                                      static_cast<size_t>(lead), byte_size, offset + byte_size,
-                                     *std::move(guard));
+                                     *std::move(guard), place);
 }
 
 }  // namespace topk::server

@@ -20,6 +20,25 @@ namespace topk::server {
 
 enum class RegionKind { kShm, kCudaIpc, kCudaEvent };
 
+// Which memory a region's bytes are, so that two regions over the same
+// memory compare as such: two registrations of one shared-memory object are
+// two mappings at different addresses of the same bytes. Bytes `a` of one
+// region and `b` of another are the same byte exactly when their `object`s
+// are equal and start + a == start + b.
+struct MemoryPlace {
+  // A shared-memory object: its (st_dev, st_ino). Device or process memory:
+  // {kAddressSpace, the device ordinal + 1 (0: the host)}.
+  uint64_t object[2] = {0, 0};
+  // The region's byte 0 within `object` (the object's file offset, or the
+  // address).
+  uint64_t start = 0;
+
+  static constexpr uint64_t kAddressSpace = ~uint64_t{0};
+  bool SameObject(const MemoryPlace& other) const {
+    return object[0] == other.object[0] && object[1] == other.object[1];
+  }
+};
+
 // "shm", "cuda_ipc", "cuda_event" (the names ListRegions reports).
 absl::string_view RegionKindName(RegionKind kind);
 
@@ -40,6 +59,14 @@ class Region {
   // The cudaEvent_t of a kCudaEvent region (null otherwise), untyped so that
   // this header needs no CUDA.
   virtual void* cuda_event() const { return nullptr; }
+  // Where the bytes are (see MemoryPlace). By default an address on the
+  // region's device: a CUDA allocation is mapped once per process, so two
+  // regions of it share addresses.
+  virtual MemoryPlace place() const {
+    return MemoryPlace{
+        .object = {MemoryPlace::kAddressSpace, static_cast<uint64_t>(int64_t{device_ordinal_} + 1)},
+        .start = reinterpret_cast<uintptr_t>(data_)};
+  }
 
   // Whether the memory is still all there. A shared-memory object can be
   // shrunk by its owner after registration, and reading past its new end
@@ -97,11 +124,25 @@ class RegionLease {
   std::shared_ptr<Region> region_;
 };
 
+// The proof that whoever registers a shared-memory object can write it
+// (docs/regions.md, "Trust model"): kShmProofBytes that the object holds,
+// when the server opens it, at ShmProofOffset. Only a process that can open
+// the object read-write can put them there, so the server, which may open
+// objects its client cannot, is never the client's deputy.
+inline constexpr uint64_t kShmProofBytes = 16;
+
+// Where the proof lies: at `offset` when kShmProofBytes fit there, else in
+// the object's last kShmProofBytes; -1 when the object is smaller.
+int64_t ShmProofOffset(uint64_t offset, uint64_t object_bytes);
+
 // Maps [offset, offset + byte_size) of the shared-memory object `shm_name`
-// read-write. INVALID_ARGUMENT, with the OS's error text, when the object
-// cannot be opened or mapped, or is smaller than offset + byte_size.
+// read-write, once the object holds `ownership_proof` (kShmProofBytes) at
+// ShmProofOffset: PERMISSION_DENIED, naming where, when it does not.
+// INVALID_ARGUMENT, with the OS's error text, when the object cannot be
+// opened or mapped, or is smaller than offset + byte_size.
 absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,
-                                                      uint64_t byte_size);
+                                                      uint64_t byte_size,
+                                                      absl::string_view ownership_proof);
 
 // A GPU as a client names it: by UUID ("GPU-..."), else by ordinal.
 struct GpuName {

@@ -34,9 +34,12 @@ CallTracker::~CallTracker() {
 
 absl::Status CallTracker::BeginCall(int64_t message_bytes) {
   absl::MutexLock lock(&mu_);
-  if (draining() && (message_bytes < limits_.drain_upload_min_bytes ||
-                     absl::Now() - drain_start_ > limits_.drain_upload_grace)) {
-    return ShuttingDown();
+  if (draining()) {
+    const absl::Duration since = absl::Now() - drain_start_;
+    const bool held_by_grpc = since <= limits_.drain_dispatch_grace;
+    const bool upload =
+        message_bytes >= limits_.drain_upload_min_bytes && since <= limits_.drain_upload_grace;
+    if (!held_by_grpc && !upload) return ShuttingDown();
   }
   ++calls_;
   return absl::OkStatus();
@@ -98,7 +101,8 @@ bool CallTracker::WaitForCalls(absl::Time deadline) {
   // even when no call is in flight yet.
   auto hurried = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return hurry_; };
   mu_.AwaitWithDeadline(absl::Condition(&hurried),
-                        std::min(deadline, drain_start_ + limits_.drain_upload_grace));
+                        std::min(deadline, drain_start_ + std::max(limits_.drain_upload_grace,
+                                                                   limits_.drain_dispatch_grace)));
   auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return hurry_ || (calls_ == 0 && streams_.empty());
   };

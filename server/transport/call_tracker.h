@@ -35,9 +35,16 @@ struct CallLimits {
   // arrived, so an upload that was under way when the drain began shows up
   // as a new call. One of at least drain_upload_min_bytes that arrives
   // within drain_upload_grace of the drain's start is taken for such an
-  // upload and served; anything else arriving while draining is refused.
+  // upload and served.
   absl::Duration drain_upload_grace = absl::Seconds(2);
   int64_t drain_upload_min_bytes = int64_t{64} << 10;
+  // Even a small call gRPC already held at the drain's start reaches the
+  // service later: its handler runs on a gRPC thread once one is scheduled
+  // (milliseconds on a loaded host, more under CPU contention), and the
+  // service cannot see when gRPC received it. A call of any size whose
+  // handler runs within drain_dispatch_grace of the drain's start is taken
+  // for one and served; anything else arriving while draining is refused.
+  absl::Duration drain_dispatch_grace = absl::Milliseconds(500);
   // Called (on the tracker's thread) 1 s and 3 s after request bytes fell
   // back to zero, when at least idle_release_min_bytes were held at once
   // before; the server returns freed heap memory to the OS there (a heap
@@ -69,7 +76,7 @@ class CallTracker {
   CallTracker& operator=(const CallTracker&) = delete;
 
   // A unary call with a message of `message_bytes` starts: UNAVAILABLE while
-  // draining (but see drain_upload_grace). Every OK is matched by one
+  // draining (but see drain_dispatch_grace and drain_upload_grace). Every OK is matched by one
   // EndCall().
   absl::Status BeginCall(int64_t message_bytes);
   void EndCall();

@@ -1,11 +1,14 @@
 // RegionService::BindSelect: a Select request's references resolved to
 // leased regions, and every byte the request will read or write checked on
-// the host (in range, aligned, no overflow) before the engine sees it.
+// the host (in range, aligned, no overflow, nothing written where it is read)
+// before the engine sees it.
 #include <algorithm>
 #include <limits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "server/transport/region_overlap.h"
 #include "server/transport/region_service.h"
 #include "server/transport/score_dtype.h"
 #include "server/transport/validate.h"
@@ -15,10 +18,22 @@ namespace {
 
 using Wide = unsigned __int128;  // products of two 64-bit values cannot overflow it
 
-// A resolved reference: the leased region and the checked byte offset.
+// A resolved reference: the leased region, its name and the checked byte
+// offset.
 struct Resolved {
   const Region* region = nullptr;
+  absl::string_view name;
   uint64_t offset = 0;
+
+  // What the request touches from here on (the caller adds the rows).
+  TouchedBytes Touched(absl::string_view field, uint64_t element_bytes, bool writes) const {
+    return TouchedBytes{.field = field,
+                        .region = name,
+                        .place = region->place(),
+                        .offset = offset,
+                        .element_bytes = element_bytes,
+                        .writes = writes};
+  }
 };
 
 class Binder {
@@ -69,7 +84,7 @@ class Binder {
     }
     binding_.leases.push_back(*std::move(lease));
     binding_.names.push_back(ref.region());
-    return Resolved{.region = &region, .offset = ref.offset()};
+    return Resolved{.region = &region, .name = ref.region(), .offset = ref.offset()};
   }
 
   // `count` elements of `element_bytes` from `at` must fit its region.
@@ -88,6 +103,10 @@ class Binder {
 
   int32_t device() const { return device_.value_or(-1); }
 
+  // The bytes each field touches, for CheckNoOverlap once all are bound.
+  void Touch(const TouchedBytes& field) { touched_.push_back(field); }
+  absl::Span<const TouchedBytes> touched() const { return touched_; }
+
   static std::string DeviceName(int32_t ordinal) {
     return ordinal < 0 ? "the host" : absl::StrCat("GPU ", ordinal);
   }
@@ -97,6 +116,7 @@ class Binder {
   RegionBinding& binding_;
   bool cpu_backend_;
   std::optional<int32_t> device_;
+  absl::InlinedVector<TouchedBytes, 5> touched_;
 };
 
 absl::Status CheckLength(int64_t r, int32_t length, int64_t bound, const RequestLimits& limits) {
@@ -158,6 +178,9 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
         !s.ok()) {
       return s;
     }
+    TouchedBytes touched = at->Touched("region_rows.lengths_ref", sizeof(int32_t), false);
+    touched.length = m;
+    binder.Touch(touched);
     if (on_gpu) {
       if (bound == 0) {
         return absl::InvalidArgumentError(
@@ -215,6 +238,9 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
           !s.ok()) {
         return s;
       }
+      TouchedBytes touched = at->Touched("region_rows.row_offsets", sizeof(int64_t), false);
+      touched.length = m;
+      binder.Touch(touched);
       if (absl::Status s = CopyFromRegion(*at->region, at->offset, m * sizeof(int64_t),
                                           binding.row_offsets.data());
           !s.ok()) {
@@ -242,6 +268,16 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
         absl::StrCat("region_rows: the rows span ", extent * element_bytes,
                      " bytes, over max_batch_bytes = ", limits.max_batch_bytes));
   }
+  // Row r reads [start_r, start_r + bound_r): L_r where the host knows it.
+  TouchedBytes touched = scores->Touched("region_rows.scores", element_bytes, false);
+  touched.rows = m;
+  touched.starts = binding.row_offsets;
+  if (input.device_lengths != nullptr) {
+    touched.length = bound;
+  } else {
+    touched.lengths = binding.lengths;
+  }
+  binder.Touch(touched);
   binding.rows.emplace(scores->region->data() + scores->offset,
                        static_cast<size_t>(extent) * element_bytes,
                        scores->region->device_ordinal());
@@ -271,6 +307,12 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
       !s.ok()) {
     return s;
   }
+  // Each row writes its first k elements (-1 filled), never the rest.
+  TouchedBytes touched = indices->Touched("output.indices", sizeof(int32_t), true);
+  touched.rows = m;
+  touched.stride = stride;
+  touched.length = k;
+  binder.Touch(touched);
   target.indices = reinterpret_cast<int32_t*>(indices->region->data() + indices->offset);
   target.row_stride = stride;
   target.device_ordinal = indices->region->device_ordinal();
@@ -284,6 +326,11 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
     if (absl::Status s = Binder::Fits(*values, elements, value_bytes, "output.values"); !s.ok()) {
       return s;
     }
+    touched = values->Touched("output.values", value_bytes, true);
+    touched.rows = m;
+    touched.stride = stride;
+    touched.length = k;
+    binder.Touch(touched);
     target.values = values->region->data() + values->offset;
   }
   return absl::OkStatus();
@@ -383,6 +430,8 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
       return s;
     }
     input.output_target = &binding.output;
+    // Once, with every field bound: nothing is written where it is read.
+    if (absl::Status s = CheckNoOverlap(binder.touched()); !s.ok()) return s;
   }
   const int32_t device = binder.device();
   const v1::GpuOrdering& ordering = message.ordering();

@@ -1,9 +1,11 @@
 #include "server/transport/region_service.h"
 
+#include <string>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "openssl/evp.h"
 #include "server/transport/raw_messages.h"
 #include "server/transport/select_reactors.h"
 #include "spdlog/spdlog.h"
@@ -100,6 +102,18 @@ RegionService::~RegionService() {
   registry_.Clear();
 }
 
+std::string ShmOwnershipProof(absl::string_view session_id) {
+  std::string input = "topk-shm-ownership";
+  input.push_back('\0');
+  input.append(session_id.data(), session_id.size());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
+    return std::string();  // matches nothing: every registration is refused
+  }
+  return std::string(reinterpret_cast<const char*>(digest), kShmProofBytes);
+}
+
 absl::Status RegionService::CheckAllowed(grpc::CallbackServerContext* context) const {
   if (!options_.enabled) {
     return absl::UnimplementedError("regions are disabled; start the server with --enable_regions");
@@ -177,7 +191,7 @@ grpc::Status RegionService::Register(grpc::CallbackServerContext* context,
   switch (request.kind_case()) {
     case v1::RegisterRegionRequest::kShm:
       region = OpenShmRegion(request.shm().shm_name(), request.shm().offset(),
-                             request.shm().byte_size());
+                             request.shm().byte_size(), ShmOwnershipProof(request.session_id()));
       break;
     case v1::RegisterRegionRequest::kCudaIpc:
       region = OpenCudaIpcRegion(request.cuda_ipc().ipc_handle(), request.cuda_ipc().offset(),

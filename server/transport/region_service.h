@@ -44,6 +44,12 @@ struct RegionOptions {
 // "unix:/path", ...) is a connection from this host.
 bool IsLocalPeer(absl::string_view peer);
 
+// The ownership proof a session's shared-memory registrations must hold
+// (OpenShmRegion): the first kShmProofBytes of SHA-256("topk-shm-ownership" +
+// '\0' + session id). One-way, so a process that reads it out of an object
+// learns nothing of the session id (which is the session's capability).
+std::string ShmOwnershipProof(absl::string_view session_id);
+
 // What a Select by reference holds while it runs: leases on its regions
 // (so unregistering them waits), and the host copies of its lengths and
 // row offsets (so the client cannot change them after they were checked).

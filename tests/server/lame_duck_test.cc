@@ -6,8 +6,11 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "hold_proxy.h"
 #include "raw_calls.h"
 #include "test_server.h"
 
@@ -79,6 +82,77 @@ TEST(LameDuck, UploadsInFlightAtShutdownAreAnsweredExactly) {
   EXPECT_EQ(exact, kCalls);
 }
 
+// Small calls a client sent before the drain began, whose bytes reach the
+// server's handlers only after it (held back by a proxy: a slow link, or
+// gRPC threads busy on a loaded host). Returns how many of the kCalls were
+// answered exactly; `release_after`: how long after the drain's start the
+// bytes go through.
+int SmallCallsHeldAcrossTheDrain(absl::Duration release_after, absl::StatusCode* refused_code) {
+  constexpr int kCalls = 8;
+  TestServer t = StartServer();
+  HoldProxy proxy(t.server->port());
+  client::Client via(grpc::CreateChannel(absl::StrCat("127.0.0.1:", proxy.port()),
+                                         grpc::InsecureChannelCredentials()));
+  // 4 KB requests: below the upload grace's 64 KiB.
+  const tools::PackedRows rows =
+      Rows(Distribution::kIndexer, 1, 1000, testing::LengthPattern::kFull, 11, 16);
+  auto request =
+      std::make_shared<const v1::SelectRequest>(client::Client::MakeRequest(16, rows.view(), {}));
+  EXPECT_LT(request->ByteSizeLong(), 8u << 10);
+  EXPECT_TRUE(via.Select(16, rows.view()).ok());  // the connection is up
+  proxy.Hold();
+  absl::Mutex mu;
+  int done = 0, exact = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    via.SelectAsync(request, {}, [&](absl::StatusOr<client::SelectResult> result) {
+      const bool ok = result.ok() && tools::Verify(rows, 16, {}, *result).ok();
+      absl::MutexLock lock(&mu);
+      if (!result.ok()) *refused_code = result.status().code();
+      ++done;
+      exact += ok ? 1 : 0;
+    });
+  }
+  // Every call's bytes have left the client.
+  const auto sent = static_cast<int64_t>(kCalls * request->ByteSizeLong());
+  for (int i = 0; i < 1000 && proxy.held_bytes() < sent; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(proxy.held_bytes(), sent);
+  std::thread drain([&] { t.server->Shutdown(absl::Seconds(20)); });
+  // The drain has begun once health turns NOT_SERVING (it does so first).
+  for (int i = 0; i < 1000; ++i) {
+    absl::StatusOr<bool> serving = t.client->IsServing();
+    if (serving.ok() && !*serving) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::SleepFor(release_after);
+  proxy.Release();
+  {
+    absl::MutexLock lock(&mu);
+    mu.AwaitWithTimeout(absl::Condition(
+                            +[](int* d) { return *d == kCalls; }, &done),
+                        absl::Seconds(60));
+    EXPECT_EQ(done, kCalls);
+  }
+  drain.join();
+  return exact;
+}
+
+TEST(LameDuck, SmallCallsInFlightAtShutdownAreAnsweredExactly) {
+  absl::StatusCode refused = absl::StatusCode::kOk;
+  EXPECT_EQ(SmallCallsHeldAcrossTheDrain(absl::Milliseconds(20), &refused), 8)
+      << "a call refused with " << absl::StatusCodeToString(refused);
+}
+
+// The same calls reaching the server past the dispatch grace are new calls.
+TEST(LameDuck, SmallCallsPastTheDispatchGraceAreUnavailable) {
+  absl::StatusCode refused = absl::StatusCode::kOk;
+  EXPECT_EQ(SmallCallsHeldAcrossTheDrain(
+                CallLimits().drain_dispatch_grace + absl::Milliseconds(300), &refused),
+            0);
+  EXPECT_EQ(refused, absl::StatusCode::kUnavailable);
+}
+
 TEST(LameDuck, NewCallsDuringTheDrainAreUnavailableAndHealthIsNotServing) {
   TestServer t = StartServer();
   auto watcher = t.NewClient();
@@ -90,7 +164,8 @@ TEST(LameDuck, NewCallsDuringTheDrainAreUnavailableAndHealthIsNotServing) {
   });
   WaitFor(started);
   std::thread drain([&] { t.server->Shutdown(absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(20));
+  // Past the dispatch grace (calls gRPC may have held at the drain's start).
+  absl::SleepFor(CallLimits().drain_dispatch_grace + absl::Milliseconds(200));
   const tools::PackedRows rows = Rows(Distribution::kIndexer, 2, 100);
   auto late = t.NewClient();
   const absl::Status refused = late->Select(4, rows.view()).status();

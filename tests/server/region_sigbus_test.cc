@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -26,6 +27,28 @@ namespace {
 using testing::Distribution;
 using testing::LengthPattern;
 
+// OpenShmRegion as a registration calls it: with an ownership proof the
+// object holds for the moment (written where the server looks, the bytes it
+// replaced put back once the region is open).
+absl::StatusOr<std::unique_ptr<Region>> OpenProven(const std::string& shm_name, uint64_t offset,
+                                                   uint64_t byte_size) {
+  const std::string proof(kShmProofBytes, 'p');
+  const int fd = shm_open(shm_name.c_str(), O_RDWR, 0);
+  struct stat info {};
+  if (fd < 0 || fstat(fd, &info) != 0) return absl::InternalError("cannot open " + shm_name);
+  const int64_t at = ShmProofOffset(offset, static_cast<uint64_t>(info.st_size));
+  char saved[kShmProofBytes] = {};
+  const bool written = at >= 0 && pread(fd, saved, kShmProofBytes, at) == kShmProofBytes &&
+                       pwrite(fd, proof.data(), kShmProofBytes, at) == kShmProofBytes;
+  absl::StatusOr<std::unique_ptr<Region>> region =
+      OpenShmRegion(shm_name, offset, byte_size, proof);
+  if (written) {
+    EXPECT_EQ(pwrite(fd, saved, kShmProofBytes, at), kShmProofBytes);
+  }
+  close(fd);
+  return region;
+}
+
 void Shrink(const std::string& shm_name) {
   const int fd = shm_open(shm_name.c_str(), O_RDWR, 0);
   ASSERT_GE(fd, 0);
@@ -40,7 +63,7 @@ TEST(ShmGuard, AFaultInAGuardedMappingReadsZerosAndPoisonsIt) {
       client::SharedMemorySegment::Create(name, bytes);
   ASSERT_TRUE(segment.ok()) << segment.status();
   for (size_t i = 0; i < bytes; ++i) segment->data()[i] = std::byte{0x5a};
-  absl::StatusOr<std::unique_ptr<Region>> region = OpenShmRegion(name, 4096, bytes - 4096);
+  absl::StatusOr<std::unique_ptr<Region>> region = OpenProven(name, 4096, bytes - 4096);
   ASSERT_TRUE(region.ok()) << region.status();
   std::vector<std::byte> copy(bytes - 4096);
   ASSERT_TRUE(CopyFromRegion(**region, 0, copy.size(), copy.data()).ok());
@@ -69,7 +92,7 @@ TEST(ShmGuard, StreamingCopiesOnSeveralThreadsOfAShrunkRegionReadZeros) {
       client::SharedMemorySegment::Create(name, bytes);
   ASSERT_TRUE(segment.ok()) << segment.status();
   for (size_t i = 0; i < bytes; ++i) segment->data()[i] = std::byte{0x5a};
-  absl::StatusOr<std::unique_ptr<Region>> region = OpenShmRegion(name, 0, bytes);
+  absl::StatusOr<std::unique_ptr<Region>> region = OpenProven(name, 0, bytes);
   ASSERT_TRUE(region.ok()) << region.status();
   const RegionRows rows((*region)->data(), bytes, -1);
   Shrink(name);
@@ -103,7 +126,7 @@ TEST(ShmGuard, AFaultElsewhereStillEndsTheProcess) {
   absl::StatusOr<client::SharedMemorySegment> segment =
       client::SharedMemorySegment::Create(guarded, 4096);
   ASSERT_TRUE(segment.ok());
-  absl::StatusOr<std::unique_ptr<Region>> region = OpenShmRegion(guarded, 0, 4096);
+  absl::StatusOr<std::unique_ptr<Region>> region = OpenProven(guarded, 0, 4096);
   ASSERT_TRUE(region.ok()) << region.status();
   EXPECT_EXIT(
       {

@@ -24,7 +24,9 @@ returns (the stream waits on the server's event). With ordering="host",
 the stream is synchronised before the request instead.
 """
 
+import contextlib
 import ctypes
+import hashlib
 import itertools
 import os
 import queue
@@ -38,6 +40,40 @@ import numpy as np
 from topk_client import _checks
 from topk_client._checks import RegionError
 from topk_client.client import TopKClient, _decode, topk_pb2
+
+
+_PROOF_BYTES = 16
+
+
+@contextlib.contextmanager
+def _proving_ownership(shm_name: str, offset: int, session_id: str):
+    """The server maps a shared-memory object only once it holds the
+    session's ownership proof (docs/regions.md, "Trust model"): 16 bytes of
+    SHA-256("topk-shm-ownership\\0" + session id), at the registered offset
+    when they fit before the object's end, else in its last 16 bytes. Written
+    through this process's own descriptor for the registration, the bytes
+    they replaced put back afterwards; an object this process cannot open
+    read-write goes without, and the server refuses it."""
+    try:
+        fd = os.open("/dev/shm" + shm_name, os.O_RDWR)
+    except OSError:
+        yield
+        return
+    try:
+        size = os.fstat(fd).st_size
+        at, saved = None, b""
+        if size >= _PROOF_BYTES:
+            at = offset if offset <= size - _PROOF_BYTES else size - _PROOF_BYTES
+            saved = os.pread(fd, _PROOF_BYTES, at)
+            proof = hashlib.sha256(b"topk-shm-ownership\0" + session_id.encode()).digest()
+            os.pwrite(fd, proof[:_PROOF_BYTES], at)
+        try:
+            yield
+        finally:
+            if at is not None:
+                os.pwrite(fd, saved, at)
+    finally:
+        os.close(fd)
 
 
 def _cuda_allocation_size(pointer: int) -> Optional[int]:
@@ -157,9 +193,12 @@ class RegionSession:
 
     def register(self, name: str, **kind):
         """register(name, shm=ShmRegion(...) | cuda_ipc=CudaIpcRegion(...) |
-        cuda_event=CudaIpcEvent(...))."""
-        return self._stub.RegisterRegion(
-            topk_pb2.RegisterRegionRequest(session_id=self.id, name=name, **kind))
+        cuda_event=CudaIpcEvent(...)); shared memory with its ownership proof."""
+        request = topk_pb2.RegisterRegionRequest(session_id=self.id, name=name, **kind)
+        if "shm" not in kind:
+            return self._stub.RegisterRegion(request)
+        with _proving_ownership(request.shm.shm_name, request.shm.offset, self.id):
+            return self._stub.RegisterRegion(request)
 
     def unregister(self, name: str):
         self._stub.UnregisterRegion(topk_pb2.UnregisterRegionRequest(session_id=self.id, name=name))
