@@ -140,8 +140,9 @@ absl::Status CheckLength(int64_t r, int32_t length, int64_t bound, const Request
 // The rows: lengths (inline, or copied from a host region, or left on the
 // GPU), row starts, and the extent they span, all checked, in elements of
 // input.dtype.
-absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, Binder& binder,
-                      RegionBinding& binding, SelectInput& input) {
+absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits,
+                      bool host_rows_read_in_place, Binder& binder, RegionBinding& binding,
+                      SelectInput& input) {
   const int64_t m = rows.num_rows();
   if (m < 1) return absl::InvalidArgumentError("region_rows.num_rows: must be >= 1");
   if (absl::Status s = CheckRowCount(m, limits); !s.ok()) {
@@ -262,12 +263,6 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
   }
   int64_t extent = 0;
   for (int64_t r = 0; r < m; ++r) extent = std::max(extent, binding.row_offsets[r] + row_bound(r));
-  if (Wide{static_cast<uint64_t>(extent)} * element_bytes >
-      static_cast<uint64_t>(limits.max_batch_bytes)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("region_rows: the rows span ", extent * element_bytes,
-                     " bytes, over max_batch_bytes = ", limits.max_batch_bytes));
-  }
   // Row r reads [start_r, start_r + bound_r): L_r where the host knows it.
   TouchedBytes touched = scores->Touched("region_rows.scores", element_bytes, false);
   touched.rows = m;
@@ -281,6 +276,11 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits, B
   binding.rows.emplace(scores->region->data() + scores->offset,
                        static_cast<size_t>(extent) * element_bytes,
                        scores->region->device_ordinal());
+  // Only rows the backend copies count against max_batch_bytes.
+  if (absl::Status s = CheckRegionRowBytes(*binding.rows, host_rows_read_in_place, limits);
+      !s.ok()) {
+    return s;
+  }
   input.rows = &*binding.rows;
   input.lengths = binding.lengths;
   input.row_offsets = binding.row_offsets;
@@ -406,7 +406,9 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
         ScoreTypeFromWire(message.region_rows().dtype(), "region_rows.dtype");
     if (!dtype.ok()) return dtype.status();
     input.dtype = *dtype;
-    if (absl::Status s = BindRows(message.region_rows(), limits, binder, binding, input); !s.ok()) {
+    if (absl::Status s = BindRows(message.region_rows(), limits,
+                                  engine_->reads_host_rows_in_place(), binder, binding, input);
+        !s.ok()) {
       return s;
     }
   } else if (message.rows_case() == v1::SelectRequest::kInlineRows && inline_rows != nullptr) {

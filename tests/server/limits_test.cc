@@ -39,11 +39,8 @@ ServerOptions SmallBatchBytes() {
   return options;
 }
 
-// PENDING: server/transport/region_binding.cc (not this change's file)
-// still applies max_batch_bytes to the rows' span itself; once it calls
-// CheckRegionRowBytes(*binding.rows, engine_->reads_host_rows_in_place(),
-// limits) instead (issue 20's report), drop DISABLED_.
-TEST(Limits, DISABLED_RowsByReferenceReadInPlacePassMaxBatchBytes) {
+// Rows the CPU backend reads in place, four times --max_batch_bytes: served.
+TEST(Limits, RowsByReferenceReadInPlacePassMaxBatchBytes) {
   TestServer t = StartServer(SmallBatchBytes());
   ASSERT_NE(t.client, nullptr);
   ASSERT_TRUE(t.server->engine().reads_host_rows_in_place());

@@ -9,6 +9,9 @@
 #   kill      a client killed (SIGKILL) mid-stream: the server's channel is gone
 #             within 1 s (GetStats channels_open), the server keeps serving
 #   bench     bench/frontend/run.sh (every provider, with and without MPS)
+#   paths     the in-process path (inprocess_gpu_test.py on ROOT/lib/libtopk_c.so)
+#             and prefill-size batches by CUDA IPC on a default server
+#             (limits_ipc_gpu_test.py: 2048 x 64K and 8192 x 128K FP32)
 # Usage: channels-h200.sh ROOT OUT [steps]   (default test,memcheck,kill)
 set -uo pipefail
 root=$(cd "$1" && pwd) out=$2 steps=${3:-test,memcheck,kill}
@@ -64,6 +67,16 @@ for step in ${steps//,/ }; do
         timeout 90 python3 "$root/python-tests/channel_kill_test.py" --target "unix:$sock" \
           >"$out/kill_$tag.log" 2>&1
         note "kill: $(tail -4 "$out/kill_$tag.log" | tr '\n' ' ')"; stop_server; } ;;
+    paths)
+      tag=paths
+      TOPK_LIBRARY=$root/lib/libtopk_c.so timeout 200 python3 \
+        "$root/python-tests/inprocess_gpu_test.py" >"$out/inprocess_gpu_test.log" 2>&1
+      note "inprocess_gpu_test rc=$? $(tail -2 "$out/inprocess_gpu_test.log" | tr '\n' ' ')"
+      start_server && {
+        timeout 200 python3 "$root/python-tests/limits_ipc_gpu_test.py" --target "unix:$sock" \
+          >"$out/limits_ipc_gpu_test.log" 2>&1
+        note "limits_ipc_gpu_test rc=$? $(tail -3 "$out/limits_ipc_gpu_test.log" | tr '\n' ' ')"
+        stop_server; } ;;
     bench)
       bash "$root/frontend/run.sh" "$root" "$out" >"$out/frontend_run.log" 2>&1
       note "bench rc=$? $(tail -25 "$out/frontend_run.log")" ;;
