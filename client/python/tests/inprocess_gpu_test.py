@@ -14,27 +14,6 @@ import sys
 SKIP = 77
 
 
-def check(scores, lengths, k, indices, values=None):
-    """Set-valued exactness with ties: per row, min(k, L) distinct in-range
-    indices whose values are the same multiset as torch.topk's, -1 after
-    them (and NaN values there)."""
-    import torch
-    lengths = lengths.cpu().tolist()
-    for r, length in enumerate(lengths):
-        want = min(k, length)
-        got = indices[r, :k]
-        assert bool((got[want:] == -1).all()), f"row {r}: sentinels past min(k, L)"
-        chosen = got[:want].long()
-        assert bool(((chosen >= 0) & (chosen < length)).all()), f"row {r}: index out of range"
-        assert chosen.unique().numel() == want, f"row {r}: duplicate indices"
-        row = scores[r, :length].float()
-        expected = torch.topk(row, want).values.sort().values
-        assert torch.equal(row[chosen].sort().values, expected), f"row {r}: not the top {want}"
-        if values is not None:
-            assert torch.equal(values[r, :want], scores[r, chosen]), f"row {r}: values"
-            assert bool(values[r, want:k].isnan().all()), f"row {r}: values past min(k, L)"
-
-
 def ragged(m, n, k, device, generator):
     import torch
     lengths = torch.randint(0, n + 1, (m,), generator=generator, dtype=torch.int32)
@@ -62,6 +41,8 @@ def main():
         print("SKIP: no CUDA device")
         return SKIP
     from topk_client import InProcessSelector, RegionError
+    global check
+    from exactness import check  # needs torch: imported once it is known to be there
 
     topk = InProcessSelector()
     device = torch.device("cuda", 0)

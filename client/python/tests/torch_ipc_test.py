@@ -12,27 +12,9 @@ import time
 
 import torch
 
+from exactness import check
+
 from topk_client import RegionError, ZeroCopyClient
-
-
-def check(scores, lengths, k, indices, values=None):
-    """Set-valued exactness with ties: per row, min(k, L) distinct in-range
-    indices, -1 after them, every chosen value >= every value left out."""
-    m = scores.shape[0]
-    for r in range(m):
-        length = int(lengths[r])
-        want = min(k, length)
-        got = indices[r, :k]
-        assert bool((got[want:] == -1).all()), f"row {r}: sentinels"
-        chosen = got[:want].long()
-        assert bool(((chosen >= 0) & (chosen < length)).all()), f"row {r}: range"
-        assert chosen.unique().numel() == want, f"row {r}: duplicates"
-        if 0 < want < length:
-            row = scores[r, :length]
-            kth = torch.topk(row, want).values[-1]
-            assert bool(row[chosen].min() == kth), f"row {r}: not the k largest"
-        if values is not None:
-            assert torch.equal(values[r, :want], scores[r, chosen]), f"row {r}: values"
 
 
 def main():
