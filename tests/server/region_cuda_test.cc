@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,8 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "packed_rows.h"
+#include "topk/client/channel.h"
+#include "topk/client/cuda_channel.h"
 #include "topk/client/cuda_regions.h"
 #include "topk/client/regions.h"
 
@@ -385,6 +388,75 @@ TEST_F(CudaRegions, HalfPrecisionRowsWithValuesInTheirType) {
     EXPECT_TRUE(tools::Verify(rows, k, {.sorted = true}, *reply).ok()) << ScoreTypeName(dtype);
     expect_values(reply->indices, reply->values16, "inline");
   }
+}
+
+// A channel driven from a CUDA stream by the C++ client (cuda_channel.h):
+// calls enqueued with no host wait, eagerly and from a captured CUDA graph,
+// each answer exact; a refused call leaves the output as it was. Prints the
+// host cost of one EnqueueChannelCall.
+TEST_F(CudaRegions, ChannelCallsFromAStreamAreExact) {
+  const int32_t k = 2048;
+  const int64_t m = 8;
+  const tools::PackedRows rows = Rows(Distribution::kIndexer, m, 131072, LengthPattern::kRandom);
+  absl::StatusOr<DeviceRows> d = Upload(rows, k);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_TRUE(client::Register(*session_, "gpu", d->buffer).ok());
+  auto channel = client::Channel::Open(
+      *session_,
+      {.k = k, .max_rows = static_cast<int32_t>(m), .max_width = 131072, .regions = {"gpu"}});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  ASSERT_TRUE(client::RegisterChannelForStreams(**channel).ok());
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const topk_channel_descriptor call{.num_rows = static_cast<uint32_t>(m),
+                                     .values_region = TOPK_CHANNEL_NO_REGION,
+                                     .row_pitch = static_cast<uint64_t>(d->pitch),
+                                     .lengths_offset = d->lengths_at,
+                                     .indices_offset = d->indices_at};
+  constexpr int kCalls = 200;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(client::EnqueueChannelCall(**channel, stream, call).ok());
+  }
+  const double host_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+      kCalls;
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::printf("EnqueueChannelCall: %.1f us of host time per call (%d calls)\n", host_us, kCalls);
+  EXPECT_TRUE((*channel)->LastStatus().ok()) << (*channel)->LastStatus();
+  const client::SelectResult answer = Download(*d, m, k, false);
+  EXPECT_TRUE(tools::Verify(rows, k, {}, answer).ok());
+
+  // Refused: more rows than the channel's cap; the output stays as it was.
+  topk_channel_descriptor bad = call;
+  bad.num_rows = static_cast<uint32_t>(m + 1);
+  ASSERT_TRUE(client::EnqueueChannelCall(**channel, stream, bad).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_EQ((*channel)->LastStatus().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Download(*d, m, k, false).indices, answer.indices);
+
+  // The same call captured in a CUDA graph and replayed.
+  cudaMemset(d->buffer.data() + d->indices_at, 0x7e, m * k * sizeof(int32_t));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const absl::Status captured = client::EnqueueChannelCall(**channel, stream, call);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(captured.ok()) << captured;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_TRUE((*channel)->LastStatus().ok()) << (*channel)->LastStatus();
+  EXPECT_TRUE(tools::Verify(rows, k, {}, Download(*d, m, k, false)).ok());
+  // The server counts a call once its poller sees it finished.
+  const uint64_t made = kCalls + 1 + 10;
+  for (int i = 0; i < 100 && (*channel)->calls() < made; ++i) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ((*channel)->calls(), made);
+  EXPECT_EQ((*channel)->errors(), 1u);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  EXPECT_TRUE(client::UnregisterChannelForStreams(**channel).ok());
 }
 
 }  // namespace
