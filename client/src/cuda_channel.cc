@@ -32,9 +32,13 @@ absl::StatusOr<BatchMemOp> DriverBatchMemOp() {
   return entry;
 }
 
+// The block's device address; null (and no error left pending for the
+// caller's next CUDA call) while it is not registered.
 void* DeviceAlias(const Channel& channel) {
   void* device = nullptr;
-  return cudaHostGetDevicePointer(&device, channel.control(), 0) == cudaSuccess ? device : nullptr;
+  if (cudaHostGetDevicePointer(&device, channel.control(), 0) == cudaSuccess) return device;
+  cudaGetLastError();
+  return nullptr;
 }
 
 void Write64(CUstreamBatchMemOpParams& op, CUdeviceptr address, uint64_t value) {
@@ -55,7 +59,6 @@ void Write32(CUstreamBatchMemOpParams& op, CUdeviceptr address, uint32_t value) 
 
 absl::Status RegisterChannelForStreams(const Channel& channel) {
   if (DeviceAlias(channel) != nullptr) return absl::OkStatus();
-  cudaGetLastError();  // the failed lookup above is not an error of ours
   TOPK_CUDA_RETURN_IF_ERROR(cudaHostRegister(channel.control(), TOPK_CHANNEL_CONTROL_BYTES,
                                              cudaHostRegisterMapped | cudaHostRegisterPortable));
   return absl::OkStatus();
