@@ -237,6 +237,17 @@ absl::StatusOr<SelectResult> EchoOnce(Client& client, const Workload& w) {
 absl::StatusOr<SelectResult> CallOnce(Client& client, const Workload& w, size_t variant, int caller,
                                       int64_t call) {
   if (w.echo) return EchoOnce(client, w);
+  if (w.channels != nullptr) {
+    const Clock::time_point start = Clock::now();
+    absl::StatusOr<SelectResult> result = w.channels->Call(caller, variant);
+    if (!result.ok()) return result;
+    result->client_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+    if (w.verify_every > 0 && call % w.verify_every == 0) {
+      if (absl::Status s = w.channels->ReadOutput(caller, *result); !s.ok()) return s;
+    }
+    return result;
+  }
   if (w.references != nullptr) {
     const v1::SelectRequest& request = w.references->request(caller, variant);
     absl::StatusOr<SelectResult> result = w.pipelines != nullptr

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "channel_transport.h"
 #include "load_report.h"
 #include "packed_rows.h"
 #include "reference_transport.h"
@@ -32,6 +33,9 @@ struct Workload {
   // references->request(c, variant) and reads the answer back from its
   // output area for the calls it verifies.
   const ReferenceRegions* references = nullptr;
+  // Set: each caller calls through a channel of its own (closed loop); the
+  // answer is read back from its output area for the calls it verifies.
+  const ChannelCallers* channels = nullptr;
   // Set: each caller sends on a SelectPipeline stream of its own (entry
   // `caller`, opened on its client at its first call and reopened if the
   // server ended it) instead of one unary Select per request. Closed loop.

@@ -87,8 +87,16 @@ absl::StatusOr<Transport> ParseTransport(const std::string& name) {
     return absl::UnimplementedError("--transport=ipc: this build has no CUDA");
 #endif
   }
+  if (name == "channel") {
+#if TOPK_LOADGEN_CUDA
+    return Transport::kChannel;
+#else
+    return absl::UnimplementedError("--transport=channel: this build has no CUDA");
+#endif
+  }
+  if (name == "channel-shm") return Transport::kChannelShm;
   return absl::InvalidArgumentError(
-      absl::StrCat("--transport: '", name, "' is not inline, shm or ipc"));
+      absl::StrCat("--transport: '", name, "' is not inline, shm, ipc, channel or channel-shm"));
 }
 
 absl::StatusOr<std::vector<int>> ParseDeviceList(const std::string& text, const char* flag) {

@@ -16,9 +16,11 @@
 
 namespace topk::tools {
 
-enum class Transport { kInline, kShm, kIpc };
+// kChannel / kChannelShm: channel_transport.h.
+enum class Transport { kInline, kShm, kIpc, kChannel, kChannelShm };
 
-// "inline", "shm" or "ipc"; ipc needs a build with CUDA.
+// "inline", "shm", "ipc", "channel" or "channel-shm"; ipc and channel need a
+// build with CUDA.
 absl::StatusOr<Transport> ParseTransport(const std::string& name);
 
 // How a request names its row starts: by an int64 offset per row stored in

@@ -86,8 +86,10 @@ ABSL_FLAG(bool, progress, true,
           "progress on stderr (a line rewritten in place on a terminal, a line per 5 s otherwise)");
 ABSL_FLAG(std::string, transport, "inline",
           "inline (rows in the request) | shm (rows and answers in a shared-memory region) | ipc "
-          "(in a CUDA allocation exported over IPC); shm and ipc need a local server with "
-          "--enable_regions and a closed loop");
+          "(in a CUDA allocation exported over IPC) | channel (a channel per caller, calls "
+          "enqueued on its CUDA stream, rows by IPC; docs/channels.md) | channel-shm (a channel "
+          "per caller called from the host, rows in shared memory: a CPU server); all but inline "
+          "need a local server with --enable_regions and a closed loop");
 ABSL_FLAG(std::string, call, "",
           "unary (one Select call per request) | pipeline (each caller keeps a SelectPipeline "
           "stream open and sends its requests on it; closed loop) | echo (unary Echo calls of "
@@ -314,7 +316,26 @@ int main(int argc, char** argv) {
       topk::tools::ParseTransport(absl::GetFlag(FLAGS_transport));
   if (!transport.ok()) return Fail(transport.status());
   std::unique_ptr<topk::tools::ReferenceRegions> references;
-  if (*transport != topk::tools::Transport::kInline) {
+  std::unique_ptr<topk::tools::ChannelCallers> channels;
+  const bool channel = *transport == topk::tools::Transport::kChannel ||
+                       *transport == topk::tools::Transport::kChannelShm;
+  if (channel) {
+    if (open_loop || w.stream) {
+      return Fail(
+          absl::InvalidArgumentError("--transport=channel|channel-shm: closed loop (--concurrency) "
+                                     "with Select (no --stream)"));
+    }
+    absl::StatusOr<std::vector<int>> devices =
+        topk::tools::ParseDeviceList(absl::GetFlag(FLAGS_ipc_device), "--ipc_device");
+    if (!devices.ok()) return Fail(devices.status());
+    absl::StatusOr<std::unique_ptr<topk::tools::ChannelCallers>> created =
+        topk::tools::ChannelCallers::Create(*transport == topk::tools::Transport::kChannel,
+                                            *clients.front(), w.rows, w.k, w.options, callers,
+                                            devices->front());
+    if (!created.ok()) return Fail(created.status());
+    channels = *std::move(created);
+    w.channels = channels.get();
+  } else if (*transport != topk::tools::Transport::kInline) {
     if (open_loop || w.stream) {
       return Fail(absl::InvalidArgumentError(
           "--transport=shm|ipc: closed loop (--concurrency) with Select (no --stream)"));
@@ -334,6 +355,7 @@ int main(int argc, char** argv) {
   }
   std::string call = absl::GetFlag(FLAGS_call);
   if (call.empty()) call = *transport == topk::tools::Transport::kInline ? "unary" : "pipeline";
+  if (channel) call = "unary";  // no RPC per call: neither a stream nor an Echo
   if (call != "unary" && call != "pipeline" && call != "echo") {
     return Fail(absl::InvalidArgumentError(
         absl::StrCat("--call=", call, ": expected unary, pipeline or echo")));
@@ -379,6 +401,7 @@ int main(int argc, char** argv) {
       {"dtype", absl::GetFlag(FLAGS_dtype)},
       {"call", w.echo     ? "Echo"
                : w.stream ? "SelectStream"
+               : channel  ? "Channel"
                           : (w.pipelines != nullptr ? "SelectPipeline" : "Select")},
       {"arrivals", open_loop ? absl::GetFlag(FLAGS_arrivals) : "closed loop"},
       {"workload", absl::GetFlag(FLAGS_workload)},

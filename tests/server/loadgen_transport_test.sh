@@ -9,6 +9,7 @@
 # --row_layout=pitch: verified, refused for uneven rows. --ipc_device=0,3
 # (with shm: a segment per entry): callers spread over both, every answer
 # verified, each group reported with its own share; a repeated entry refused.
+# --transport=channel-shm: every answer through a channel verified, its segment gone after.
 # Usage: loadgen_transport_test.sh TOPK_SERVER TOPK_LOADGEN
 set -euo pipefail
 server=$1 loadgen=$2
@@ -41,6 +42,15 @@ PY
 done
 # The run's metadata names the call it used (the last run: unary).
 grep -q '"call": "Select"' "$work/shm.json"
+# --transport=channel-shm: a channel per caller, every call from the host
+# through its control block, every answer read back and verified.
+"$loadgen" --target="unix:$sock" --transport=channel-shm --rows=8 --width=20000 --k=64 \
+  --concurrency=1,3 --duration_s=1 --warmup_s=0.2 --verify_every=1 --progress=false \
+  --json="$work/channel.json" | tee "$work/channel.txt"
+awk '/^concurrency/ { if ($(NF-2) == 0 || $(NF-1) != 0 || $NF != 0) bad = 1; n++ }
+     END { exit (n == 2 && !bad) ? 0 : 1 }' "$work/channel.txt"
+grep -q '"call": "Channel"' "$work/channel.json"
+if ls /dev/shm | grep -q "topk-loadgen-ch-"; then echo "the channel rows' segment leaked"; exit 1; fi
 ! "$loadgen" --target="unix:$sock" --transport=shm --call=bogus --rows=2 --width=1000 --k=8 \
   --concurrency=1 --duration_s=0.2 --warmup_s=0 --progress=false 2>"$work/err.txt"
 grep -q -- "--call=bogus" "$work/err.txt"
