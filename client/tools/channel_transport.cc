@@ -3,14 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
-#include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "region_memory.h"
 
 #if TOPK_LOADGEN_CUDA
 #include "topk/client/cuda_channel.h"
-#include "topk/client/cuda_regions.h"
 #include "topk/cuda/resources.h"
 #endif
 
@@ -31,34 +29,6 @@ v1::ScoreType WireType(ScoreType type) {
 }
 
 }  // namespace
-
-struct ChannelCallers::Memory {
-  client::SharedMemorySegment shm;
-#if TOPK_LOADGEN_CUDA
-  std::optional<client::CudaIpcBuffer> gpu;
-#endif
-  std::byte* data() const {
-#if TOPK_LOADGEN_CUDA
-    if (gpu.has_value()) return gpu->data();
-#endif
-    return shm.data();
-  }
-  absl::Status Copy(void* to, const void* from, size_t bytes, bool to_memory) const {
-#if TOPK_LOADGEN_CUDA
-    if (gpu.has_value()) {
-      if (cudaSetDevice(gpu->gpu().ordinal) != cudaSuccess ||
-          cudaMemcpy(to, from, bytes,
-                     to_memory ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost) != cudaSuccess) {
-        return absl::InternalError("cudaMemcpy with the channel's rows failed");
-      }
-      return absl::OkStatus();
-    }
-#endif
-    (void)to_memory;
-    std::memcpy(to, from, bytes);
-    return absl::OkStatus();
-  }
-};
 
 struct ChannelCallers::Caller {
   std::unique_ptr<client::Channel> channel;
@@ -115,8 +85,8 @@ absl::StatusOr<std::unique_ptr<ChannelCallers>> ChannelCallers::Create(
     output_at.push_back(size);
     size += Align(output_bytes);
   }
-  made->memory_ = std::make_unique<Memory>();
-  Memory& memory = *made->memory_;
+  made->memory_ = std::make_unique<RegionMemory>();
+  RegionMemory& memory = *made->memory_;
   absl::Status registered;
   if (on_gpu) {
 #if TOPK_LOADGEN_CUDA
@@ -141,14 +111,14 @@ absl::StatusOr<std::unique_ptr<ChannelCallers>> ChannelCallers::Create(
     const std::string_view bytes = client::ScoreBytes(r.view());
     for (size_t row = 0; row < r.lengths.size(); ++row) {
       const uint64_t to = scores_at[v] + row * pitches[v] * element;
-      if (absl::Status s = memory.Copy(memory.data() + to, bytes.data() + r.offsets[row] * element,
-                                       static_cast<size_t>(r.lengths[row]) * element, true);
+      if (absl::Status s = memory.Write(to, bytes.data() + r.offsets[row] * element,
+                                        static_cast<size_t>(r.lengths[row]) * element);
           !s.ok()) {
         return s;
       }
     }
-    if (absl::Status s = memory.Copy(memory.data() + lengths_at[v], r.lengths.data(),
-                                     r.lengths.size() * sizeof(int32_t), true);
+    if (absl::Status s =
+            memory.Write(lengths_at[v], r.lengths.data(), r.lengths.size() * sizeof(int32_t));
         !s.ok()) {
       return s;
     }
@@ -211,8 +181,8 @@ absl::StatusOr<client::SelectResult> ChannelCallers::Call(int caller, size_t var
 
 absl::Status ChannelCallers::ReadOutput(int caller, client::SelectResult& result) const {
   result.indices.resize(static_cast<size_t>(result.num_rows) * result.k);
-  return memory_->Copy(result.indices.data(), memory_->data() + callers_[caller]->output_at,
-                       result.indices.size() * sizeof(int32_t), false);
+  return memory_->Read(callers_[caller]->output_at, result.indices.data(),
+                       result.indices.size() * sizeof(int32_t));
 }
 
 }  // namespace topk::tools

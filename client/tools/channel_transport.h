@@ -18,6 +18,8 @@
 
 namespace topk::tools {
 
+struct RegionMemory;  // region_memory.h
+
 class ChannelCallers {
  public:
   // `on_gpu`: the rows in a CUDA allocation on `device` (a CUDA build), else
@@ -37,13 +39,12 @@ class ChannelCallers {
   absl::Status ReadOutput(int caller, client::SelectResult& result) const;
 
  private:
-  struct Memory;
   struct Caller;
   ChannelCallers() = default;
   int32_t k_ = 0;
   std::vector<int64_t> rows_per_variant_;
   std::unique_ptr<client::RegionSession> session_;
-  std::unique_ptr<Memory> memory_;
+  std::unique_ptr<RegionMemory> memory_;
   std::vector<std::unique_ptr<Caller>> callers_;
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "region_memory.h"
 
 #if TOPK_LOADGEN_CUDA
 #include "topk/client/cuda_regions.h"
@@ -20,62 +21,6 @@ namespace {
 uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
-
-// The region's memory: host (shared memory) or device (CUDA IPC).
-struct ReferenceRegions::Memory {
-  client::SharedMemorySegment shm;
-#if TOPK_LOADGEN_CUDA
-  std::optional<client::CudaIpcBuffer> gpu;
-#endif
-
-  std::byte* data() const {
-#if TOPK_LOADGEN_CUDA
-    if (gpu.has_value()) return gpu->data();
-#endif
-    return shm.data();
-  }
-
-  // The calling thread's current device is made the buffer's first: a
-  // caller thread starts on device 0, and a copy issued there for memory on
-  // another GPU would open a context on device 0 in this process (which
-  // then time-shares that GPU with the server) and cross GPUs to read.
-  absl::Status UseDevice() const {
-#if TOPK_LOADGEN_CUDA
-    if (gpu.has_value() && cudaSetDevice(gpu->gpu().ordinal) != cudaSuccess) {
-      return absl::InternalError(absl::StrCat("cudaSetDevice(", gpu->gpu().ordinal, ") failed"));
-    }
-#endif
-    return absl::OkStatus();
-  }
-
-  absl::Status Write(uint64_t at, const void* bytes, size_t size) const {
-#if TOPK_LOADGEN_CUDA
-    if (gpu.has_value()) {
-      if (absl::Status s = UseDevice(); !s.ok()) return s;
-      if (cudaMemcpy(data() + at, bytes, size, cudaMemcpyHostToDevice) != cudaSuccess) {
-        return absl::InternalError("cudaMemcpy to the IPC buffer failed");
-      }
-      return absl::OkStatus();
-    }
-#endif
-    std::memcpy(data() + at, bytes, size);
-    return absl::OkStatus();
-  }
-
-  absl::Status Read(uint64_t at, void* bytes, size_t size) const {
-#if TOPK_LOADGEN_CUDA
-    if (gpu.has_value()) {
-      if (absl::Status s = UseDevice(); !s.ok()) return s;
-      if (cudaMemcpy(bytes, data() + at, size, cudaMemcpyDeviceToHost) != cudaSuccess) {
-        return absl::InternalError("cudaMemcpy from the IPC buffer failed");
-      }
-      return absl::OkStatus();
-    }
-#endif
-    std::memcpy(bytes, data() + at, size);
-    return absl::OkStatus();
-  }
-};
 
 absl::StatusOr<Transport> ParseTransport(const std::string& name) {
   if (name == "inline") return Transport::kInline;
@@ -178,8 +123,8 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
     size += Align(regions->output_bytes_);
   }
   for (size_t g = 0; g < devices.size(); ++g) {
-    Placement placement{.device = devices[g], .memory = std::make_unique<Memory>()};
-    Memory& memory = *placement.memory;
+    Placement placement{.device = devices[g], .memory = std::make_unique<RegionMemory>()};
+    RegionMemory& memory = *placement.memory;
     const std::string name = absl::StrCat("data", g);
     absl::Status registered;
     if (transport == Transport::kShm) {

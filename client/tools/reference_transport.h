@@ -16,6 +16,8 @@
 
 namespace topk::tools {
 
+struct RegionMemory;  // region_memory.h
+
 // kChannel / kChannelShm: channel_transport.h.
 enum class Transport { kInline, kShm, kIpc, kChannel, kChannelShm };
 
@@ -62,11 +64,10 @@ class ReferenceRegions {
   absl::Status ReadOutput(int caller, client::SelectResult& result) const;
 
  private:
-  struct Memory;
   // One region: its memory and the device (or segment label) it is on.
   struct Placement {
     int device = 0;
-    std::unique_ptr<Memory> memory;
+    std::unique_ptr<RegionMemory> memory;
   };
   ReferenceRegions() = default;
   std::unique_ptr<client::RegionSession> session_;
