@@ -6,8 +6,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "topk/contract.h"
 #include "topk/channel/control_block.h"
+#include "topk/contract.h"
 
 namespace topk::server {
 

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "topk/contract.h"
 #include "topk/channel/control_block.h"
+#include "topk/contract.h"
 
 namespace topk::server {
 

@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "topk/contract.h"
 #include "topk/channel/control_block.h"
+#include "topk/contract.h"
 
 namespace topk::server {
 

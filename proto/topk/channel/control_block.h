@@ -39,21 +39,21 @@
  * nothing into its outputs. */
 typedef enum {
   TOPK_CHANNEL_OK = 0,
-  TOPK_CHANNEL_BAD_NUM_ROWS = 1,      /* num_rows > the channel's max_rows */
-  TOPK_CHANNEL_BAD_REGION = 2,        /* a region index past the channel's list, or values
-                                         named (or not) against options.return_values */
-  TOPK_CHANNEL_BAD_SCORES = 3,        /* the rows' extent leaves their region */
-  TOPK_CHANNEL_BAD_ROW_PITCH = 4,     /* row_pitch < 1 with more than one row */
-  TOPK_CHANNEL_BAD_LENGTHS = 5,       /* the lengths leave their region */
-  TOPK_CHANNEL_BAD_INDICES = 6,       /* the indices output leaves its region */
-  TOPK_CHANNEL_BAD_VALUES = 7,        /* the values output leaves its region */
-  TOPK_CHANNEL_BAD_ROW_STRIDE = 8,    /* out_row_stride below K */
-  TOPK_CHANNEL_MISALIGNED = 9,        /* an offset not a multiple of its element size */
-  TOPK_CHANNEL_OVERLAP = 10,          /* an output overlaps an input or the other output */
-  TOPK_CHANNEL_BAD_LENGTH = 11,       /* a row's length < 0 or > its bound (row, value) */
-  TOPK_CHANNEL_NAN = 12,              /* a NaN in a row's valid prefix (row) */
-  TOPK_CHANNEL_CLOSED = 13,           /* the channel closed before serving the call */
-  TOPK_CHANNEL_DEVICE_ERROR = 14      /* the server's device failed the call */
+  TOPK_CHANNEL_BAD_NUM_ROWS = 1,   /* num_rows > the channel's max_rows */
+  TOPK_CHANNEL_BAD_REGION = 2,     /* a region index past the channel's list, or values
+                                      named (or not) against options.return_values */
+  TOPK_CHANNEL_BAD_SCORES = 3,     /* the rows' extent leaves their region */
+  TOPK_CHANNEL_BAD_ROW_PITCH = 4,  /* row_pitch < 1 with more than one row */
+  TOPK_CHANNEL_BAD_LENGTHS = 5,    /* the lengths leave their region */
+  TOPK_CHANNEL_BAD_INDICES = 6,    /* the indices output leaves its region */
+  TOPK_CHANNEL_BAD_VALUES = 7,     /* the values output leaves its region */
+  TOPK_CHANNEL_BAD_ROW_STRIDE = 8, /* out_row_stride below K */
+  TOPK_CHANNEL_MISALIGNED = 9,     /* an offset not a multiple of its element size */
+  TOPK_CHANNEL_OVERLAP = 10,       /* an output overlaps an input or the other output */
+  TOPK_CHANNEL_BAD_LENGTH = 11,    /* a row's length < 0 or > its bound (row, value) */
+  TOPK_CHANNEL_NAN = 12,           /* a NaN in a row's valid prefix (row) */
+  TOPK_CHANNEL_CLOSED = 13,        /* the channel closed before serving the call */
+  TOPK_CHANNEL_DEVICE_ERROR = 14   /* the server's device failed the call */
 } topk_channel_status;
 
 /* Where a call's data is: byte offsets into the channel's regions
@@ -63,8 +63,8 @@ typedef enum {
  * element r * out_row_stride of the indices, its values (when the channel
  * returns values) to the same element of the values, in the rows' type. */
 typedef struct topk_channel_descriptor {
-  uint32_t num_rows;       /* live M, 0..max_rows (0: nothing to do) */
-  uint32_t scores_region;  /* region indices */
+  uint32_t num_rows;      /* live M, 0..max_rows (0: nothing to do) */
+  uint32_t scores_region; /* region indices */
   uint32_t lengths_region;
   uint32_t indices_region;
   uint32_t values_region;  /* TOPK_CHANNEL_NO_REGION without values */
@@ -85,11 +85,11 @@ typedef struct topk_channel_control {
   volatile uint32_t done; /* server: 1 after status; client: 0 after waiting */
   uint32_t pad_done[15];
   /* Written by the server before done = 1. */
-  volatile uint32_t status;     /* topk_channel_status of the last call */
-  volatile int32_t status_row;  /* the row at fault, or -1 */
+  volatile uint32_t status;      /* topk_channel_status of the last call */
+  volatile int32_t status_row;   /* the row at fault, or -1 */
   volatile int64_t status_value; /* the offending value (a length, an offset) */
-  volatile uint64_t calls;      /* calls answered since the channel opened */
-  volatile uint64_t errors;     /* of which refused */
+  volatile uint64_t calls;       /* calls answered since the channel opened */
+  volatile uint64_t errors;      /* of which refused */
   uint32_t pad_status[24];
   topk_channel_descriptor desc; /* at byte 256; written by the client before ready */
 } topk_channel_control;
@@ -108,22 +108,38 @@ static_assert(sizeof(topk_channel_control) <= TOPK_CHANNEL_CONTROL_BYTES, "one p
 /* The descriptor field a status names ("" for OK). */
 static inline const char* topk_channel_status_field(uint32_t status) {
   switch (status) {
-    case TOPK_CHANNEL_OK: return "";
-    case TOPK_CHANNEL_BAD_NUM_ROWS: return "num_rows";
-    case TOPK_CHANNEL_BAD_REGION: return "region";
-    case TOPK_CHANNEL_BAD_SCORES: return "scores_offset";
-    case TOPK_CHANNEL_BAD_ROW_PITCH: return "row_pitch";
-    case TOPK_CHANNEL_BAD_LENGTHS: return "lengths_offset";
-    case TOPK_CHANNEL_BAD_INDICES: return "indices_offset";
-    case TOPK_CHANNEL_BAD_VALUES: return "values_offset";
-    case TOPK_CHANNEL_BAD_ROW_STRIDE: return "out_row_stride";
-    case TOPK_CHANNEL_MISALIGNED: return "offset alignment";
-    case TOPK_CHANNEL_OVERLAP: return "output overlap";
-    case TOPK_CHANNEL_BAD_LENGTH: return "lengths";
-    case TOPK_CHANNEL_NAN: return "scores (NaN)";
-    case TOPK_CHANNEL_CLOSED: return "channel closed";
-    case TOPK_CHANNEL_DEVICE_ERROR: return "device";
-    default: return "unknown status";
+    case TOPK_CHANNEL_OK:
+      return "";
+    case TOPK_CHANNEL_BAD_NUM_ROWS:
+      return "num_rows";
+    case TOPK_CHANNEL_BAD_REGION:
+      return "region";
+    case TOPK_CHANNEL_BAD_SCORES:
+      return "scores_offset";
+    case TOPK_CHANNEL_BAD_ROW_PITCH:
+      return "row_pitch";
+    case TOPK_CHANNEL_BAD_LENGTHS:
+      return "lengths_offset";
+    case TOPK_CHANNEL_BAD_INDICES:
+      return "indices_offset";
+    case TOPK_CHANNEL_BAD_VALUES:
+      return "values_offset";
+    case TOPK_CHANNEL_BAD_ROW_STRIDE:
+      return "out_row_stride";
+    case TOPK_CHANNEL_MISALIGNED:
+      return "offset alignment";
+    case TOPK_CHANNEL_OVERLAP:
+      return "output overlap";
+    case TOPK_CHANNEL_BAD_LENGTH:
+      return "lengths";
+    case TOPK_CHANNEL_NAN:
+      return "scores (NaN)";
+    case TOPK_CHANNEL_CLOSED:
+      return "channel closed";
+    case TOPK_CHANNEL_DEVICE_ERROR:
+      return "device";
+    default:
+      return "unknown status";
   }
 }
 

@@ -23,8 +23,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "topk/client/regions.h"
 #include "topk/channel/control_block.h"
+#include "topk/client/regions.h"
 #include "topk/v1/topk.grpc.pb.h"
 
 namespace topk::client {
