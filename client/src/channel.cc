@@ -10,17 +10,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "grpc_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace topk::client {
-namespace {
-
-absl::Status FromGrpc(const grpc::Status& status, absl::string_view what) {
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
-}
-
-}  // namespace
 
 absl::Status ChannelStatusToError(uint32_t status, int32_t row, int64_t value) {
   if (status == TOPK_CHANNEL_OK) return absl::OkStatus();
@@ -56,8 +49,8 @@ absl::StatusOr<std::unique_ptr<Channel>> Channel::Open(RegionSession& session,
   for (const std::string& region : options.regions) request.add_regions(region);
   v1::OpenChannelResponse response;
   grpc::ClientContext context;
-  if (grpc::Status s = channel->stub_->OpenChannel(&context, request, &response); !s.ok()) {
-    return FromGrpc(s, "OpenChannel");
+  if (absl::Status s = ToAbsl(channel->stub_->OpenChannel(&context, request, &response)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("OpenChannel: ", s.message()));
   }
   if (response.layout_version() != TOPK_CHANNEL_LAYOUT_VERSION ||
       response.control_bytes() < sizeof(topk_channel_control)) {

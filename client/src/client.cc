@@ -11,18 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc_status.h"
 #include "grpcpp/grpcpp.h"
 
 namespace topk::client {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "the wire format is little-endian");
-
-absl::Status ToAbsl(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  // grpc::StatusCode and absl::StatusCode share their numbering.
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 void Prepare(grpc::ClientContext& context, const CallOptions& options) {
   if (options.timeout != absl::InfiniteDuration()) {

@@ -11,16 +11,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpc_status.h"
 #include "grpcpp/grpcpp.h"
 #include "openssl/evp.h"
 
 namespace topk::client {
 namespace {
-
-absl::Status ToAbsl(const grpc::Status& status) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-}
 
 void SetSlice(const RegionSlice& slice, v1::RegionRef& out) {
   out.set_region(slice.region);

@@ -17,17 +17,6 @@ namespace {
 
 uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-v1::ScoreType WireType(ScoreType type) {
-  switch (type) {
-    case ScoreType::kBFloat16:
-      return v1::SCORE_TYPE_BF16;
-    case ScoreType::kFloat16:
-      return v1::SCORE_TYPE_FP16;
-    default:
-      return v1::SCORE_TYPE_FP32;
-  }
-}
-
 }  // namespace
 
 struct ChannelCallers::Caller {
@@ -130,7 +119,7 @@ absl::StatusOr<std::unique_ptr<ChannelCallers>> ChannelCallers::Create(
         client::Channel::Open(*made->session_, {.k = k,
                                                 .sorted = options.sorted,
                                                 .deterministic = options.deterministic,
-                                                .dtype = WireType(dtype),
+                                                .dtype = ToWire(dtype),
                                                 .max_rows = static_cast<int32_t>(max_rows),
                                                 .max_width = static_cast<int32_t>(max_width),
                                                 .regions = {"channel-data"}});
