@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <random>
 
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "region_test_util.h"
 
@@ -217,10 +218,32 @@ TEST(Channel, OpenIsCheckedAndLimited) {
   bad.k = 1 << 30;
   EXPECT_EQ(client::Channel::Open(*f.session, bad).status().code(),
             absl::StatusCode::kInvalidArgument);
+  // Each refusal names its field.
+  const auto refused_naming = [&](const client::ChannelOptions& options, absl::string_view field) {
+    const absl::Status s = client::Channel::Open(*f.session, options).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find(field), absl::string_view::npos) << s;
+  };
   bad = good;
   bad.max_rows = 0;
-  EXPECT_EQ(client::Channel::Open(*f.session, bad).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  refused_naming(bad, "max_rows");
+  bad = good;
+  bad.max_width = 0;
+  refused_naming(bad, "max_width");
+  bad = good;
+  bad.regions = {};
+  refused_naming(bad, "regions");
+  bad = good;
+  bad.dtype = static_cast<v1::ScoreType>(7);
+  refused_naming(bad, "dtype");
+  // Closing a channel the session does not hold.
+  auto stub = v1::TopK::NewStub(f.session->grpc_channel());
+  v1::CloseChannelRequest close;
+  close.set_session_id(f.session->id());
+  close.set_channel_id("ch999");
+  v1::CloseChannelResponse closed;
+  grpc::ClientContext context;
+  EXPECT_EQ(stub->CloseChannel(&context, close, &closed).error_code(), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST(Channel, EndsWithItsSession) {
@@ -249,6 +272,14 @@ TEST(Channel, RegionsDisabledMeansNoChannels) {
   absl::StatusOr<v1::ServerInfo> info = t.client->GetServerInfo();
   ASSERT_TRUE(info.ok());
   EXPECT_FALSE(info->channels_enabled());
+  // OpenChannel on it says which flag serves it.
+  auto stub = v1::TopK::NewStub(t.client->channel());
+  v1::OpenChannelRequest open;
+  v1::OpenChannelResponse opened;
+  grpc::ClientContext context;
+  const grpc::Status s = stub->OpenChannel(&context, open, &opened);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(s.error_message().find("--enable_regions"), std::string::npos) << s.error_message();
 }
 
 }  // namespace
