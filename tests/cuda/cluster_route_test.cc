@@ -264,11 +264,11 @@ TEST_P(ClusterRouteTest, RacecheckOneRowPerPath) {
 
 // The band path under racecheck (RacecheckOneRowPerPath's rows take the
 // exact fallback, not the band): one row of the route's narrowest bucket
-// built on the one-float view (stride 64, row 0's phase). The view holds 13
-// values of 8.0 (between the proposal quota q0 = 12 and the rescue quota
-// q1 = 14 at K = 512) and 3 of 4.0, so t0 is 8.0's coarse cutoff and t1 4.0's;
-// 512 more 4.0s off the view leave the certified set at 13 < K and the band
-// at 515, so certified + band reach K: the band path, no exact fallback.
+// built on the one-float view (stride 64, row 0's phase). The view holds
+// q0 + 1 values of 8.0 and q1 - q0 + 1 of 4.0 (q0, q1: the proposal and rescue
+// quotas at K = 512), so t0 is 8.0's coarse cutoff and t1 4.0's; 512 more
+// 4.0s off the view leave the certified set at q0 + 1 < K and the band above
+// K, so certified + band reach K: the band path, no exact fallback.
 TEST_P(ClusterRouteTest, RacecheckBandRow) {
   CudaSelectorConfig c;
   c.sample_run = 1;
@@ -276,15 +276,16 @@ TEST_P(ClusterRouteTest, RacecheckBandRow) {
   MAKE_CLUSTER_OR_SKIP(sel, c);
   constexpr int64_t kWidth = kCudaClusterMinWidth;
   constexpr int32_t kK = 512;
-  ASSERT_EQ(ProposalQuota(kK, 64), 12);
-  ASSERT_EQ(RescueQuota(kK, 64), 14);
+  const int64_t q0 = ProposalQuota(kK, 64);
+  const int64_t q1 = RescueQuota(kK, 64);
+  ASSERT_LT(q0, q1);
   const int64_t phase = SamplePhase(0, 64);
   GeneratorSpec spec;
   spec.rows = 1;
   spec.width = kWidth;
   ScoreMatrix m = testing::Generate(spec);  // FP32, overwritten, then typed
   for (int64_t i = 0; i < kWidth; ++i) m.scores[i] = -4.f;
-  for (int64_t j = 0; j < 16; ++j) m.scores[phase + 64 * j] = j < 13 ? 8.f : 4.f;
+  for (int64_t j = 0; j < q1 + 2; ++j) m.scores[phase + 64 * j] = j <= q0 ? 8.f : 4.f;
   for (int64_t j = 0; j < kK; ++j) m.scores[(phase + 1 + 128 * j) % kWidth] = 4.f;
   m = Typed(std::move(m));
   CheckRoute(*sel, m, kK, {}, "band row");
