@@ -45,6 +45,8 @@ ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_
           "cluster kernel variant: 1 or 2 CTAs per SM (0: the planner's)");
 ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
           "cluster kernel variant of the --alt_cluster selector");
+ABSL_FLAG(bool, route_table, topk::CudaSelectorConfig{}.use_route_table,
+          "the planner's measured route table (false: its rules alone)");
 ABSL_FLAG(int32_t, kv_split_force, topk::CudaSelectorConfig{}.kv_split_force,
           "CudaSelectorConfig::kv_split_force: 2/4/8 the KV-split route with that split on every "
           "sampled shape, 0 the planner");
@@ -77,6 +79,7 @@ CudaSelectorConfig SelectorConfigFromFlags() {
   cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
   cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
   cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
+  cfg.use_route_table = absl::GetFlag(FLAGS_route_table);
   return cfg;
 }
 

@@ -20,7 +20,15 @@ inline CudaDeviceInfo FakeH200() {
   return d;
 }
 
-inline Plan MustPlan(int32_t k, int64_t m, int64_t n, CudaSelectorConfig config = {}) {
+// The planner's rules alone (its measured table off): what the rules' tests
+// pin down; cuda_planner_table_test.cc tests the table over them.
+inline CudaSelectorConfig Rules() {
+  CudaSelectorConfig c;
+  c.use_route_table = false;
+  return c;
+}
+
+inline Plan MustPlan(int32_t k, int64_t m, int64_t n, CudaSelectorConfig config = Rules()) {
   auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched}, {}, FakeH200(), config);
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *p : Plan{};
@@ -37,7 +45,7 @@ inline CudaDeviceInfo FakeH200WithClusters() {
 }
 
 inline absl::StatusOr<Plan> ClusterPlan(int32_t k, int64_t m, int64_t n,
-                                        CudaSelectorConfig c = {}) {
+                                        CudaSelectorConfig c = Rules()) {
   return PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched}, {}, FakeH200WithClusters(), c);
 }
 

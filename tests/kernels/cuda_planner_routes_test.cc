@@ -17,11 +17,11 @@ using testing::FakeH200;
 using testing::MustPlan;
 
 TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
-  CudaSelectorConfig persistent;
+  CudaSelectorConfig persistent = testing::Rules();
   persistent.enable_short_rows = false;
   EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength - 1, persistent).route, Route::kRowLocalExact);
   EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength, persistent).route, Route::kPersistentSampled);
-  CudaSelectorConfig off;
+  CudaSelectorConfig off = testing::Rules();
   off.enable_sampling = false;
   const Plan p = MustPlan(2048, 64, 1 << 20, off);
   EXPECT_EQ(p.route, Route::kRowLocalExact);
@@ -58,7 +58,7 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   EXPECT_EQ(MustPlan(2048, 8192, 32769).route, Route::kPersistentSampled);
   EXPECT_EQ(MustPlan(4096, 4096, 8192).route, Route::kRowLocalExact);
   EXPECT_EQ(MustPlan(2048, 100, 8192).grid, 100);
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = testing::Rules();
   c.grid_override = 50;
   EXPECT_EQ(MustPlan(2048, 4096, 8192, c).grid, 50);
   c = {};
@@ -85,8 +85,8 @@ TEST(CudaPlannerTest, ShortRowWideBucketForHundredsOfRows) {
       EXPECT_EQ(CudaShortRowReach(k, m), kCudaShortRowReachSmallKWide) << k << " " << m;
       for (int64_t n : {int64_t{32769}, int64_t{40001}, kCudaShortRowReachSmallKWide}) {
         for (ScoreType dtype : kAllScoreTypes) {
-          auto p =
-              PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched, dtype}, {}, FakeH200(), {});
+          auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched, dtype}, {}, FakeH200(),
+                                     testing::Rules());
           ASSERT_TRUE(p.ok()) << p.status();
           EXPECT_EQ(p->route, Route::kShortRowExact) << k << " " << m << " x " << n;
           EXPECT_EQ(p->block, 256);
@@ -108,7 +108,7 @@ TEST(CudaPlannerTest, ShortRowWideBucketForHundredsOfRows) {
   }
   EXPECT_EQ(MustPlan(513, 1024, 65536).route, Route::kPersistentSampled);
   EXPECT_EQ(MustPlan(2048, 256, 40001).route, Route::kPersistentSampled);
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = testing::Rules();
   c.enable_short_rows = false;
   EXPECT_EQ(MustPlan(512, 1024, 65536, c).route, Route::kPersistentSampled);
   c = {};
@@ -119,7 +119,7 @@ TEST(CudaPlannerTest, ShortRowWideBucketForHundredsOfRows) {
 // The short-row kernel's variant (kShortRowSharedRow or not) keeps one CTA
 // per row; anything else is refused by name.
 TEST(CudaPlannerTest, ShortRowVariants) {
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = testing::Rules();
   for (int v : {0, kShortRowSharedRow}) {
     c.short_row_variant = v;
     const Plan p = MustPlan(2048, 4096, 8192, c);
@@ -137,7 +137,7 @@ TEST(CudaPlannerTest, ShortRowVariants) {
 
 // kv_split_band keeps the route and adds a second buffer per row.
 TEST(CudaPlannerTest, KvSplitBandAddsOneRowBufferPerRow) {
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = testing::Rules();
   c.cluster_route = -1;
   c.kv_split_band = false;
   const Plan plain = MustPlan(2048, 32, 524288, c);
@@ -151,7 +151,7 @@ TEST(CudaPlannerTest, KvSplitBandAddsOneRowBufferPerRow) {
 
 TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {
   EXPECT_EQ(MustPlan(2048, 1, 1 << 20).route, Route::kKvSplitSampled);  // on by default
-  CudaSelectorConfig split;
+  CudaSelectorConfig split = testing::Rules();
   split.enable_kv_split = true;
   const Plan one = MustPlan(2048, 1, 1 << 20, split);
   EXPECT_EQ(one.route, Route::kKvSplitSampled);
@@ -164,7 +164,7 @@ TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {
   EXPECT_EQ(MustPlan(2048, 132, 1 << 20, split).split, 2);
   EXPECT_EQ(MustPlan(2048, 133, 1 << 20, split).route, Route::kPersistentSampled);
   EXPECT_EQ(MustPlan(2048, 8, kCudaKvSplitMinWidth - 1, split).route, Route::kPersistentSampled);
-  CudaSelectorConfig no_split;
+  CudaSelectorConfig no_split = testing::Rules();
   no_split.enable_kv_split = false;
   EXPECT_EQ(MustPlan(2048, 8, 1 << 20, no_split).route, Route::kPersistentSampled);
 }
@@ -195,7 +195,7 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
     EXPECT_EQ(ClusterPlan(2048, m, 1 << 20)->route, Route::kKvSplitSampled) << m;
   }
   // The 2-CTAs-per-SM variant by the knob alone.
-  CudaSelectorConfig two_per_sm;
+  CudaSelectorConfig two_per_sm = testing::Rules();
   two_per_sm.cluster_ctas_per_sm = 2;
   const Plan two = *ClusterPlan(2048, 4, 1 << 20, two_per_sm);
   EXPECT_EQ(two.route, Route::kClusterSampled);
@@ -204,13 +204,13 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
   EXPECT_EQ(ClusterPlan(2048, 64, 1 << 20)->route, Route::kKvSplitSampled);
   EXPECT_EQ(ClusterPlan(2048, 1, kCudaClusterTableMinWidth - 1)->route, Route::kKvSplitSampled);
   EXPECT_EQ(ClusterPlan(kCudaMaxFastK + 1, 1, 1 << 20)->route, Route::kGeneralExact);
-  CudaSelectorConfig exact;
+  CudaSelectorConfig exact = testing::Rules();
   exact.enable_sampling = false;
   EXPECT_EQ(ClusterPlan(2048, 1, 1 << 20, exact)->route, Route::kRowLocalExact);
   // No clusters on the device: the table does not apply.
   EXPECT_EQ(MustPlan(2048, 1, 1 << 20).route, Route::kKvSplitSampled);
 
-  CudaSelectorConfig on;
+  CudaSelectorConfig on = testing::Rules();
   on.cluster_route = 1;
   const Plan p64 = *ClusterPlan(2048, 64, 1 << 20, on);
   EXPECT_EQ(p64.route, Route::kClusterSampled);
@@ -225,10 +225,10 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
   EXPECT_EQ(dense.ctas_per_sm, 2);
   EXPECT_EQ(dense.grid, 14 * 16);
   EXPECT_NE(dense.Explain().find("ctas_per_sm=2"), std::string::npos);
-  CudaSelectorConfig off;
+  CudaSelectorConfig off = testing::Rules();
   off.cluster_route = -1;
   EXPECT_EQ(ClusterPlan(2048, 1, 1 << 20, off)->route, Route::kKvSplitSampled);
-  CudaSelectorConfig bad;
+  CudaSelectorConfig bad = testing::Rules();
   bad.cluster_size = 4;
   EXPECT_FALSE(ClusterPlan(2048, 1, 1 << 20, bad).ok());
   bad.cluster_size = 8;
@@ -243,7 +243,7 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
 // values are refused.
 TEST(CudaPlannerTest, ForcedSplitBeyondTheResidentCtas) {
   for (int32_t split : {2, 4, 8}) {
-    CudaSelectorConfig c;
+    CudaSelectorConfig c = testing::Rules();
     c.kv_split_force = split;
     for (int64_t m : {int64_t{1}, int64_t{512}, int64_t{8192}}) {
       const Plan p = MustPlan(2048, m, 1 << 17, c);
@@ -261,12 +261,12 @@ TEST(CudaPlannerTest, ForcedSplitBeyondTheResidentCtas) {
     EXPECT_EQ(MustPlan(2048, 512, n).route, Route::kPersistentSampled) << n;
     EXPECT_EQ(MustPlan(2048, 1024, n).route, Route::kPersistentSampled) << n;
   }
-  CudaSelectorConfig off;
+  CudaSelectorConfig off = testing::Rules();
   off.enable_kv_split = false;
   off.kv_split_force = 4;
   EXPECT_EQ(MustPlan(2048, 512, 1 << 17, off).route, Route::kPersistentSampled);
   for (int32_t bad : {-1, 1, 3, 16}) {
-    CudaSelectorConfig c;
+    CudaSelectorConfig c = testing::Rules();
     c.kv_split_force = bad;
     EXPECT_FALSE(
         PlanCudaSelection(ProblemShape{2048, 512, 1 << 17, Layout::kPitched}, {}, FakeH200(), c)

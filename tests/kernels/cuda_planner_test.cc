@@ -26,7 +26,7 @@ TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
 // row-local exact route, K beyond the shared output the general route, and
 // sampling off keeps every short bucket exact.
 TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
-  auto plan = [](int32_t k, int64_t m, int64_t n, CudaSelectorConfig c = {}) {
+  auto plan = [](int32_t k, int64_t m, int64_t n, CudaSelectorConfig c = testing::Rules()) {
     c.enable_short_rows = false;
     auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPacked}, {}, FakeH200(), c);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -41,13 +41,13 @@ TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
     }
   }
   EXPECT_EQ(plan(2048, 8, 8192).grid, 8);  // no more CTAs than rows
-  CudaSelectorConfig grid_override;
+  CudaSelectorConfig grid_override = testing::Rules();
   grid_override.grid_override = 50;
   EXPECT_EQ(plan(2048, 4096, 8192, grid_override).grid, 50);
   EXPECT_EQ(plan(2048, 2048, 16384).route, Route::kPersistentSampled);
   EXPECT_EQ(plan(2048, 2048, 16385).route, Route::kPersistentSampled);
   EXPECT_EQ(plan(4097, 2048, 16384).route, Route::kGeneralExact);
-  CudaSelectorConfig no_sampling;
+  CudaSelectorConfig no_sampling = testing::Rules();
   no_sampling.enable_sampling = false;
   EXPECT_EQ(plan(2048, 2048, 16384, no_sampling).route, Route::kRowLocalExact);
 }
@@ -56,7 +56,7 @@ TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
 // persistent routes with K <= 2048; larger K, the KV-split route and a device
 // without the variant keep 512 threads.
 TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
-  CudaSelectorConfig four;
+  CudaSelectorConfig four = testing::Rules();
   four.ctas_per_sm_target = 4;
   four.enable_short_rows = false;
   const Plan p = MustPlan(2048, 4096, 1 << 20, four);
@@ -76,7 +76,7 @@ TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
       PlanCudaSelection(ProblemShape{2048, 4096, 1 << 20, Layout::kPitched}, {}, no_small, four);
   ASSERT_TRUE(p2.ok());
   EXPECT_EQ(p2->block, 512);
-  CudaSelectorConfig bad;
+  CudaSelectorConfig bad = testing::Rules();
   bad.ctas_per_sm_target = 3;
   EXPECT_FALSE(
       PlanCudaSelection(ProblemShape{2048, 1, 1 << 20, Layout::kPitched}, {}, FakeH200(), bad)
@@ -86,7 +86,7 @@ TEST(CudaPlannerTest, SmallBlockVariantWhereItFits) {
 // ctas_per_sm_target = 0: the planner's per-shape choice (sampled route,
 // K <= 2048; N_cap <= 256K, or 512K with M_cap >= 4096: bench/NOTES.md).
 TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
-  CudaSelectorConfig automatic;
+  CudaSelectorConfig automatic = testing::Rules();
   automatic.ctas_per_sm_target = 0;
   struct Case {
     int64_t m, n;
@@ -102,7 +102,7 @@ TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
   }
   // The default is the measured rule; ctas_per_sm_target = 2 keeps 512 threads.
   EXPECT_EQ(MustPlan(2048, 4096, 131072).block, 256);
-  CudaSelectorConfig wide;
+  CudaSelectorConfig wide = testing::Rules();
   wide.ctas_per_sm_target = 2;
   EXPECT_EQ(MustPlan(2048, 4096, 131072, wide).block, 512);
   EXPECT_EQ(MustPlan(4096, 4096, 131072, automatic).block, 512);
@@ -116,7 +116,8 @@ TEST(CudaPlannerTest, AutoVariantFollowsTheMeasuredRule) {
 TEST(CudaPlannerTest, SixteenBitRowsTakeSmallBlocksForManyLongRows) {
   for (ScoreType t : {ScoreType::kBFloat16, ScoreType::kFloat16}) {
     auto block = [&](int64_t m, int64_t n) {
-      auto p = PlanCudaSelection(ProblemShape{2048, m, n, Layout::kPitched, t}, {}, FakeH200(), {});
+      auto p = PlanCudaSelection(ProblemShape{2048, m, n, Layout::kPitched, t}, {}, FakeH200(),
+                                 testing::Rules());
       EXPECT_TRUE(p.ok());
       return p.ok() ? p->block : 0;
     };
@@ -129,7 +130,7 @@ TEST(CudaPlannerTest, SixteenBitRowsTakeSmallBlocksForManyLongRows) {
     EXPECT_EQ(block(512, 131072), 256);
   }
   auto fp32 = PlanCudaSelection(ProblemShape{2048, 8192, int64_t{1} << 20, Layout::kPitched}, {},
-                                FakeH200(), {});
+                                FakeH200(), testing::Rules());
   ASSERT_TRUE(fp32.ok());
   EXPECT_EQ(fp32->block, 512);
 }
@@ -188,7 +189,7 @@ TEST(CudaPlannerTest, WorkspaceIsSizedForKCappedByTheRowWidth) {
   EXPECT_EQ(CudaStagedK(2048, 1000), 1000);
   EXPECT_EQ(CudaStagedK(2048, 1 << 20), 2048);
   EXPECT_EQ(CudaStagedK(kCudaMaxK, 0), 1);
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = testing::Rules();
   c.enable_short_rows = false;
   for (int32_t k : {5000, 1 << 16, kCudaMaxK}) {
     const Plan wide_k = MustPlan(k, 4096, 1000, c);
@@ -210,7 +211,7 @@ TEST(CudaPlannerTest, WorkspaceIsSizedForKCappedByTheRowWidth) {
 }
 
 TEST(CudaPlannerTest, StrideOverride) {
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = testing::Rules();
   c.sample_stride = 128;
   EXPECT_EQ(MustPlan(2048, 64, 1 << 20, c).sample_stride, 128);
   c.sample_stride = 100;

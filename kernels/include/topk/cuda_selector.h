@@ -41,6 +41,10 @@ struct CudaDeviceInfo {
 
 struct CudaSelectorConfig {
   int device = 0;
+  // The planner's measured route table (kernels/src/planner/route_table.h)
+  // for the buckets it covers; false: the rules alone (the table's A/B
+  // baseline). A configuration that forces a route keeps the rules anyway.
+  bool use_route_table = true;
   // false: every row takes exact coarse recovery (Route::kRowLocalExact); the
   // benchmark's "sampling off" baseline.
   bool enable_sampling = true;

@@ -49,6 +49,8 @@ struct Plan {
   int32_t block = 0;          // threads per CTA (GPU routes)
   int32_t ctas_per_sm = 0;    // the cluster route's kernel variant (1 or 2), else 0
   size_t workspace_bytes = 0;
+  // Why the planner chose this route (its table's measurement or its rule).
+  std::string why;
 
   // One human-readable line: the decisions and why.
   std::string Explain() const;

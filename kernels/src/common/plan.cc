@@ -29,13 +29,13 @@ std::string_view RouteName(Route route) {
 std::string Plan::Explain() const {
   return absl::StrFormat(
       "K=%d M_cap=%d N_cap=%d layout=%s dtype=%s -> route=%s stride=%d split=%d grid=%d block=%d "
-      "%sworkspace=%d B%s%s",
+      "%sworkspace=%d B%s%s%s%s",
       shape.k, shape.max_rows, shape.max_width,
       shape.layout == Layout::kPitched ? "pitched" : "packed", ScoreTypeName(shape.dtype),
       RouteName(route), sample_stride, split, grid, block,
       ctas_per_sm > 0 ? absl::StrFormat("ctas_per_sm=%d ", ctas_per_sm) : std::string(),
       workspace_bytes, options.sorted ? " sorted" : "",
-      options.deterministic ? " deterministic" : "");
+      options.deterministic ? " deterministic" : "", why.empty() ? "" : " why: ", why);
 }
 
 }  // namespace topk

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "kernel_args.h"
+#include "route_table.h"
 #include "topk/algorithm_constants.h"
 #include "topk/cuda_selector.h"
 
@@ -111,6 +112,125 @@ CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceI
   return c;
 }
 
+namespace {
+
+// The route setters shared by the rules and the table: each fills the plan's
+// route, kernel shape and grid for its route; the workspace is FinishPlan's.
+void SetShortRow(const ProblemShape& shape, const CudaSelectorConfig& config, Plan* plan) {
+  // One CTA per row (a smaller grid strides over the rows); frontiers in
+  // shared memory only, so the workspace is the header alone.
+  plan->route = Route::kShortRowExact;
+  plan->sample_stride = 0;
+  plan->block = cuda::kShortRowThreads;
+  plan->split = 1;
+  const int64_t grid = config.grid_override > 0 ? config.grid_override : shape.max_rows;
+  plan->grid = static_cast<int32_t>(std::min<int64_t>({grid, shape.max_rows, kMaxShortRowGrid}));
+}
+
+void SetKvSplit(const ProblemShape& shape, int32_t split, Plan* plan) {
+  plan->route = Route::kKvSplitSampled;
+  plan->block = cuda::kThreads;
+  plan->split = split;
+  plan->grid = static_cast<int32_t>(shape.max_rows * split);
+}
+
+void SetCluster(const ProblemShape& shape, const CudaClusterChoice& cluster, Plan* plan) {
+  plan->route = Route::kClusterSampled;
+  plan->block = cuda::kThreads;
+  plan->split = cluster.size;
+  plan->ctas_per_sm = cluster.ctas_per_sm;
+  plan->grid =
+      static_cast<int32_t>(std::min<int64_t>(cluster.clusters, shape.max_rows) * cluster.size);
+}
+
+// No row is longer than N_cap, so none commits more than min(K, N_cap): the
+// slices (candidate stores, output staging, sort scratch) are sized for that,
+// not for K. The short-row route keeps its frontiers in shared memory.
+void FinishPlan(const CudaSelectorConfig& config, Plan* plan) {
+  const ProblemShape& shape = plan->shape;
+  if (plan->route == Route::kShortRowExact) {
+    plan->workspace_bytes = static_cast<size_t>(cuda::kHeaderBytes);
+    return;
+  }
+  plan->workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan->grid);
+  if (plan->route == Route::kKvSplitSampled) {
+    plan->workspace_bytes += static_cast<size_t>(
+        cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k), config.kv_split_band));
+  }
+}
+
+// The table applies only to the planner's own choices: a configuration that
+// forces a route, a variant or a grid (A/B measurements) keeps the rules.
+bool TableApplies(const CudaSelectorConfig& config) {
+  return config.use_route_table && config.enable_sampling && config.enable_short_rows &&
+         config.enable_kv_split && config.short_row_max_width == 0 && config.cluster_route == 0 &&
+         config.cluster_size == 0 && config.cluster_ctas_per_sm == 0 &&
+         config.ctas_per_sm_target == 0 && config.kv_split_force == 0 &&
+         config.grid_override == 0 && config.sample_stride == 0 && config.min_sampled_length == 0;
+}
+
+// The table's choice on this device and bucket; false where the choice is
+// kRules or does not fit (the 256-thread kernel for K > 2048, no clusters,
+// rows too narrow for the split), and the rules decide.
+bool ApplyTableChoice(planner::TableChoice choice, const ProblemShape& shape,
+                      const CudaDeviceInfo& device, const CudaSelectorConfig& config, Plan* plan) {
+  using planner::TableChoice;
+  const auto sampled = [&](int32_t block, int ctas_per_sm) {
+    if (shape.k > kCudaMaxFastK || shape.max_width < kCudaMinSampledLength) return false;
+    plan->route = Route::kPersistentSampled;
+    plan->sample_stride = kSampleStride;
+    plan->block = block;
+    plan->grid = static_cast<int32_t>(
+        std::min<int64_t>(int64_t{device.sm_count} * ctas_per_sm, shape.max_rows));
+    return true;
+  };
+  const auto kv = [&](int32_t split) {
+    if (shape.k > kCudaMaxFastK || shape.max_width < kCudaKvSplitMinWidth ||
+        shape.max_rows * split > (int64_t{1} << 30)) {
+      return false;
+    }
+    plan->sample_stride = kSampleStride;
+    SetKvSplit(shape, split, plan);
+    return true;
+  };
+  const auto cluster = [&](int size, int ctas_per_sm) {
+    if (shape.k > kCudaMaxFastK || shape.max_width < kCudaClusterMinWidth) return false;
+    const CudaClusterChoice c{size, ctas_per_sm, ClustersOf(device, size, ctas_per_sm)};
+    if (c.clusters <= 0) return false;
+    plan->sample_stride = kSampleStride;
+    SetCluster(shape, c, plan);
+    return true;
+  };
+  switch (choice) {
+    case TableChoice::kRules:
+      return false;
+    case TableChoice::kPersistent512:
+      return sampled(cuda::kThreads, device.persistent_ctas_per_sm);
+    case TableChoice::kPersistent256:
+      if (device.small_block_ctas_per_sm <= 0 || shape.k > cuda::kSmallMaxK) return false;
+      return sampled(cuda::kSmallThreads, device.small_block_ctas_per_sm);
+    case TableChoice::kShortRow:
+      if (shape.k > cuda::kShortRowMaxK) return false;
+      SetShortRow(shape, config, plan);
+      return true;
+    case TableChoice::kKvSplit2:
+      return kv(2);
+    case TableChoice::kKvSplit4:
+      return kv(4);
+    case TableChoice::kKvSplit8:
+      return kv(8);
+    case TableChoice::kCluster8x1:
+      return cluster(8, 1);
+    case TableChoice::kCluster8x2:
+      return cluster(8, 2);
+    case TableChoice::kCluster16x1:
+      return cluster(16, 1);
+  }
+  return false;
+}
+
+}  // namespace
+
 absl::Status CheckCudaScoreType(ScoreType dtype) {
   for (ScoreType served : kAllScoreTypes) {
     if (dtype == served) return absl::OkStatus();
@@ -171,6 +291,26 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   plan.options = options;
   plan.block = cuda::kThreads;
   plan.split = 1;
+  if (TableApplies(config)) {
+    const planner::RouteTableEntry* entry =
+        planner::FindRouteEntry(planner::RouteTable(), shape.k, shape.max_rows, shape.max_width);
+    if (entry != nullptr && ApplyTableChoice(entry->choice, shape, device, config, &plan)) {
+      plan.why = absl::StrFormat(
+          "table: K<=%d N_cap<=%d M_cap<=%d measured %s %.1f us vs the rules' %.1f us",
+          entry->max_k, entry->max_width, entry->max_rows, planner::TableChoiceName(entry->choice),
+          entry->best_us, entry->rules_us);
+      FinishPlan(config, &plan);
+      return plan;
+    }
+    plan.why = entry == nullptr
+                   ? std::string("rules: outside the measured table")
+                   : absl::StrFormat(
+                         "rules: measured fastest in the table's K<=%d N_cap<=%d M_cap<=%d cell "
+                         "(%.1f us)",
+                         entry->max_k, entry->max_width, entry->max_rows, entry->rules_us);
+  } else {
+    plan.why = "rules: the configuration forces the route";
+  }
   // The 512-thread kernel's residency (also the KV-split kernel's).
   const int64_t resident = int64_t{device.sm_count} * device.persistent_ctas_per_sm;
   const int64_t min_sampled =
@@ -180,14 +320,8 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
                                       : CudaShortRowReach(shape.k, shape.max_rows);
   if (config.enable_sampling && config.enable_short_rows && shape.k <= cuda::kShortRowMaxK &&
       shape.max_width <= short_row_reach) {
-    // One CTA per row (a smaller grid strides over the rows); frontiers in
-    // shared memory only, so the workspace is the header alone.
-    plan.route = Route::kShortRowExact;
-    plan.sample_stride = 0;
-    plan.block = cuda::kShortRowThreads;
-    const int64_t grid = config.grid_override > 0 ? config.grid_override : shape.max_rows;
-    plan.grid = static_cast<int32_t>(std::min<int64_t>({grid, shape.max_rows, kMaxShortRowGrid}));
-    plan.workspace_bytes = static_cast<size_t>(cuda::kHeaderBytes);
+    SetShortRow(shape, config, &plan);
+    FinishPlan(config, &plan);
     return plan;
   }
   if (shape.k > kCudaMaxFastK) {
@@ -218,10 +352,7 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
       shape.max_width >= kCudaKvSplitMinWidth) {
     for (int32_t split : {8, 4, 2}) {
       if (shape.max_rows * split <= resident) {
-        plan.route = Route::kKvSplitSampled;
-        plan.block = cuda::kThreads;
-        plan.split = split;
-        plan.grid = static_cast<int32_t>(shape.max_rows * split);
+        SetKvSplit(shape, split, &plan);
         break;
       }
     }
@@ -230,33 +361,16 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   const int32_t forced_split = CudaForcedSplit(shape, config);
   if (forced_split > 0 &&
       (plan.route == Route::kPersistentSampled || plan.route == Route::kKvSplitSampled)) {
-    plan.route = Route::kKvSplitSampled;
-    plan.block = cuda::kThreads;
-    plan.split = forced_split;
-    plan.grid = static_cast<int32_t>(shape.max_rows * forced_split);
+    SetKvSplit(shape, forced_split, &plan);
   }
   // Few long rows on thread-block clusters: each row split over one cluster
   // whose ranks all-reduce through distributed shared memory; clusters take
   // rows in turn.
   if (plan.route == Route::kPersistentSampled || plan.route == Route::kKvSplitSampled) {
     const CudaClusterChoice cluster = CudaChooseCluster(shape, device, config);
-    if (cluster.size > 0) {
-      plan.route = Route::kClusterSampled;
-      plan.block = cuda::kThreads;
-      plan.split = cluster.size;
-      plan.ctas_per_sm = cluster.ctas_per_sm;
-      plan.grid =
-          static_cast<int32_t>(std::min<int64_t>(cluster.clusters, shape.max_rows) * cluster.size);
-    }
+    if (cluster.size > 0) SetCluster(shape, cluster, &plan);
   }
-  // No row is longer than N_cap, so none commits more than min(K, N_cap):
-  // the slices (candidate stores, output staging, sort scratch) are sized
-  // for that, not for K.
-  plan.workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan.grid);
-  if (plan.route == Route::kKvSplitSampled) {
-    plan.workspace_bytes += static_cast<size_t>(
-        cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k), config.kv_split_band));
-  }
+  FinishPlan(config, &plan);
   return plan;
 }
 
