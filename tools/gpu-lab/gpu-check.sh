@@ -34,7 +34,12 @@
 #              torch.topk (TOPK_DECODE_TORCH_CSV: an earlier run's instead); p50
 #              and p99 of every repetition; merged by bench/gpu/decode_table.py
 #              into h200_decode.csv
-# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bigrace,bench,dtypes,shortrows,decode]
+#   models:    the model shapes (K = 512: M 1..2048 x N 64K..256K and 4096 x 64K;
+#              K = 2048: M 1..8192 x N 32K..128K, 8 x 256K, 512 x 256K, 4096 x
+#              8K / 32K), FP32 and BF16: ours, the baseline build when packed,
+#              torch.topk, same data, median and p99; merged by
+#              bench/gpu/model_table.py into h200_model_shapes.csv
+# usage: tools/gpu-lab/gpu-check.sh [smoke|full] [tests,sanitizer,bigrace,bench,dtypes,shortrows,decode,models]
 #   smoke: 4 shapes, few repetitions; full: the matrix. The second argument
 #   picks the steps (default: the first three), so a device call can run a subset.
 set -uo pipefail
@@ -283,5 +288,38 @@ if has decode; then
   tar -C "$raw" -czf "$OUT/decode_raw.tgz" .
   grep -E "rc=|inexact|^# |^  +[0-9]+ x " "$OUT/decode.log"
   grep -q "rc=[1-9]" "$OUT/decode.log" && rc_all=1
+fi
+if has models; then
+  raw=$(mktemp -d)
+  reps=${TOPK_MODEL_REPS:-30}
+  mt=${TOPK_MODEL_TIMEOUT:-150}
+  declare -A model_shapes
+  model_shapes[512]=$(for n in 65536 131072 262144; do for m in 1 8 64 128 512 2048; do
+    printf '%s:%s,' $m $n; done; done)4096:65536
+  model_shapes[2048]=$(for n in 32768 65536 131072; do for m in 1 8 32 64 512 2048 8192; do
+    printf '%s:%s,' $m $n; done; done)8:262144,512:262144,4096:8192,4096:32768
+  {
+    for k in 512 2048; do
+      for t in fp32 bf16; do
+        timeout "$mt" "$bin/topk-bench-gpu" --k=$k --dtype=$t --exact=false --reps="$reps" \
+          --shapes="${model_shapes[$k]}" --csv="$raw/ours_${t}_k$k.csv"
+        echo "models ours $t K=$k rc=$?"
+        if [ -x "$bin/topk-bench-gpu-baseline" ]; then
+          timeout "$mt" "$bin/topk-bench-gpu-baseline" --k=$k --dtype=$t --exact=false \
+            --reps="$reps" --shapes="${model_shapes[$k]}" --csv="$raw/baseline_${t}_k$k.csv" |
+            sed 's/^/baseline /'
+          echo "models baseline $t K=$k rc=${PIPESTATUS[0]}"
+        fi
+        timeout "$mt" python3 bench/gpu/torch_baseline.py --k $k --dtype $t --reps "$reps" \
+          --csv "$raw/torch_${t}_k$k.csv" --shapes "${model_shapes[$k]}"
+        echo "models torch $t K=$k rc=$?"
+      done
+    done
+    python3 bench/gpu/model_table.py --dir "$raw" --out-csv "$OUT/h200_model_shapes.csv"
+    echo "table rc=$?"
+  } >"$OUT/models.log" 2>&1
+  tar -C "$raw" -czf "$OUT/models_raw.tgz" .
+  grep -E "rc=|inexact|^ *(K|512|2048) " "$OUT/models.log" | grep -v "^baseline"
+  grep -q "rc=[1-9]" "$OUT/models.log" && rc_all=1
 fi
 exit $rc_all
