@@ -12,6 +12,14 @@
 #   paths     the in-process path (inprocess_gpu_test.py on ROOT/lib/libtopk_c.so)
 #             and prefill-size batches by CUDA IPC on a default server
 #             (limits_ipc_gpu_test.py: 2048 x 64K and 8192 x 128K FP32)
+#   cxx       the C++ client's stream path: region_cuda_test's channel cases
+#             (eager and graph-captured calls on a CUDA stream, a refused call)
+#             and topk-loadgen --transport=channel and channel-shm (answers
+#             verified), without and under MPS
+#   racecheck the server under compute-sanitizer racecheck while the test's
+#             mix runs (FUZZ_RACE calls: the epilogue and the selector kernels)
+#   fault     probes/mps_client_fault.sh: a client's illegal-address fault
+#             beside a serving channel, without and under MPS
 # Usage: channels-h200.sh ROOT OUT [steps]   (default test,memcheck,kill)
 set -uo pipefail
 root=$(cd "$1" && pwd) out=$2 steps=${3:-test,memcheck,kill}
@@ -77,6 +85,31 @@ for step in ${steps//,/ }; do
           >"$out/limits_ipc_gpu_test.log" 2>&1
         note "limits_ipc_gpu_test rc=$? $(tail -3 "$out/limits_ipc_gpu_test.log" | tr '\n' ' ')"
         stop_server; } ;;
+    cxx)
+      for tag in cxx cxx-mps; do
+        [ $tag = cxx-mps ] && mps_on
+        TOPK_SERVER_BINARY=$bin/topk-server timeout 200 "$bin/region_cuda_test" \
+          --gtest_filter='*Channel*' >"$out/region_cuda_test_$tag.log" 2>&1
+        note "region_cuda_test channel cases ($tag) rc=$? $(grep -E 'EnqueueChannelCall|PASSED|FAILED' "$out/region_cuda_test_$tag.log" | tr '\n' ' ')"
+        start_server && {
+          for t in channel channel-shm; do
+            timeout 90 "$bin/topk-loadgen" --target="unix:$sock" --transport=$t --rows=8 \
+              --width=131072 --k=2048 --concurrency=1,4 --duration_s=3 --warmup_s=0.5 \
+              --verify_every=1 --progress=false --csv="$out/loadgen_${t}_$tag.csv" \
+              >"$out/loadgen_${t}_$tag.log" 2>&1
+            note "loadgen --transport=$t ($tag) rc=$? $(tail -4 "$out/loadgen_${t}_$tag.log" | tr '\n' ' ')"
+          done
+          stop_server; }
+        [ $tag = cxx-mps ] && mps_off
+      done ;;
+    racecheck)
+      tag=racecheck
+      start_server compute-sanitizer --tool racecheck --print-limit 20 && {
+        run_test --fuzz_calls "${FUZZ_RACE:-200}" --graph_replays 5; stop_server; }
+      note "racecheck: $(grep -E 'RACECHECK SUMMARY' "$out/server_$tag.log" | tail -1)" ;;
+    fault)
+      bash "$root/probes/mps_client_fault.sh" "$root" "$out" >"$out/fault.log" 2>&1
+      note "fault rc=$? $(cat "$out/mps_fault_summary.txt" 2>/dev/null)" ;;
     bench)
       bash "$root/frontend/run.sh" "$root" "$out" >"$out/frontend_run.log" 2>&1
       note "bench rc=$? $(tail -25 "$out/frontend_run.log")" ;;

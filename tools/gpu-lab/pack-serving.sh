@@ -39,6 +39,10 @@ cp -r "$build/python/topk_client" "$dest/python/"
 cp client/python/tests/*.py "$dest/python-tests/"
 cp -r proto/topk "$dest/proto/"
 cp tools/gpu-lab/serving-h200.sh tools/gpu-lab/channels-h200.sh "$dest/"
+# The fault probe's faulting client (a CUDA program of its own, built here).
+mkdir -p "$dest/probes" && cp tools/gpu-lab/probes/mps_client_fault.sh "$dest/probes/"
+nvcc -O2 -arch=sm_"${TOPK_CUDA_ARCH:-90}" -o "$dest/bin/client_fault" \
+  tools/gpu-lab/probes/client_fault.cu
 mkdir -p "$dest/frontend" && cp bench/frontend/* "$dest/frontend/" 2>/dev/null || true
 mkdir -p "$dest/serving"
 cp tools/gpu-lab/serving/*.sh "$dest/serving/"
