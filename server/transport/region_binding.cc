@@ -8,7 +8,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "server/transport/region_overlap.h"
+#include "server/regions/region_overlap.h"
 #include "server/transport/region_service.h"
 #include "server/transport/score_dtype.h"
 #include "server/transport/validate.h"

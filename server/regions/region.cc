@@ -1,4 +1,4 @@
-#include "server/backends/region.h"
+#include "server/regions/region.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/backends/shm_guard.h"
+#include "server/regions/shm_guard.h"
 
 namespace topk::server {
 namespace {

@@ -3,7 +3,7 @@
 // names (by UUID first: ordinals depend on each process's
 // CUDA_VISIBLE_DEVICES).
 #include "absl/strings/str_cat.h"
-#include "server/backends/region.h"
+#include "server/regions/region.h"
 
 #if TOPK_HAVE_CUDA
 #include <cuda.h>
