@@ -5,7 +5,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "openssl/evp.h"
 #include "server/transport/raw_messages.h"
 #include "server/transport/select_reactors.h"
 #include "spdlog/spdlog.h"
@@ -100,18 +99,6 @@ RegionService::RegionService(Engine* engine, RegionOptions options)
 RegionService::~RegionService() {
   EndSessions();
   registry_.Clear();
-}
-
-std::string ShmOwnershipProof(absl::string_view session_id) {
-  std::string input = "topk-shm-ownership";
-  input.push_back('\0');
-  input.append(session_id.data(), session_id.size());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    return std::string();  // matches nothing: every registration is refused
-  }
-  return std::string(reinterpret_cast<const char*>(digest), kShmProofBytes);
 }
 
 absl::Status RegionService::CheckAllowed(grpc::CallbackServerContext* context) const {

@@ -24,8 +24,10 @@
 #include "server/engine/channel_registry.h"
 #include "server/engine/engine.h"
 #include "server/engine/select_job.h"
+#include "server/regions/cuda_ipc_region.h"
 #include "server/regions/region.h"
 #include "server/regions/region_registry.h"
+#include "server/regions/shm_region.h"
 #include "server/transport/raw_select.h"
 #include "topk/v1/topk.grpc.pb.h"
 
@@ -43,12 +45,6 @@ struct RegionOptions {
 // Whether a gRPC peer string ("ipv4:127.0.0.1:5", "ipv6:[::1]:5",
 // "unix:/path", ...) is a connection from this host.
 bool IsLocalPeer(absl::string_view peer);
-
-// The ownership proof a session's shared-memory registrations must hold
-// (OpenShmRegion): the first kShmProofBytes of SHA-256("topk-shm-ownership" +
-// '\0' + session id). One-way, so a process that reads it out of an object
-// learns nothing of the session id (which is the session's capability).
-std::string ShmOwnershipProof(absl::string_view session_id);
 
 // What a Select by reference holds while it runs: leases on its regions
 // (so unregistering them waits), and the host copies of its lengths and

@@ -20,6 +20,7 @@
 #include "server/backends/row_source.h"
 #include "server/regions/region.h"
 #include "server/regions/shm_guard.h"
+#include "server/regions/shm_region.h"
 
 namespace topk::server::test {
 namespace {
