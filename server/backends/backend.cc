@@ -2,7 +2,18 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace topk::server {
+
+absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits) {
+  if (rows > limits.max_rows) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lengths: ", rows, " rows exceed max_rows = ", limits.max_rows));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 // Element-typed gather: Element is float for FP32 and the raw uint16_t bit

@@ -31,6 +31,11 @@ struct RequestLimits {
   int64_t max_batch_bytes = int64_t{256} << 20;  // bytes(dtype) * sum(lengths)
 };
 
+// The one place the row limit is enforced, for every kind of request (rows
+// inline, streamed, or by reference): a whole request, or a stream's rows so
+// far (which cuts a runaway stream off before it fills memory).
+absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits);
+
 // Where a request by reference wants its answer: row r's K indices at
 // element r * row_stride of `indices`, its K values (when not null) at the
 // same place in `values`. Memory of the GPU `device_ordinal`, or host

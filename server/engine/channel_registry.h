@@ -19,9 +19,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "server/backends/region.h"
 #include "server/engine/channel_descriptor.h"
 #include "server/engine/engine.h"
+#include "server/regions/region.h"
 
 namespace topk::server {
 

@@ -2,8 +2,8 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "server/transport/raw_messages.h"
 #include "server/transport/score_dtype.h"
@@ -35,41 +35,6 @@ absl::Status CheckCaps(const v1::OpenChannelRequest& request, const RequestLimit
   return absl::OkStatus();
 }
 
-// Leases every named region and checks that they live where the engine's
-// backend can serve them from: one GPU's memory (CUDA IPC) on a GPU server,
-// shared memory on a CPU server.
-absl::Status LeaseRegions(const RegionRegistry& registry, const v1::OpenChannelRequest& request,
-                          bool gpu_backend, ChannelRequest& out) {
-  absl::flat_hash_set<std::string> seen;
-  for (int i = 0; i < request.regions_size(); ++i) {
-    const std::string& name = request.regions(i);
-    if (!seen.insert(name).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("regions[", i, "]: '", name, "' is named twice"));
-    }
-    absl::StatusOr<RegionLease> lease = registry.Lease(request.session_id(), name);
-    if (!lease.ok()) return lease.status();
-    const Region& region = *lease->get();
-    const RegionKind want = gpu_backend ? RegionKind::kCudaIpc : RegionKind::kShm;
-    if (region.kind() != want) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("regions[", i, "]: '", name, "' is ", RegionKindName(region.kind()), "; a ",
-                       gpu_backend ? "GPU" : "CPU", " server's channels read ",
-                       RegionKindName(want), " regions"));
-    }
-    if (i == 0) {
-      out.device_ordinal = region.device_ordinal();
-    } else if (region.device_ordinal() != out.device_ordinal) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("regions[", i, "]: '", name, "' is on device ", region.device_ordinal(),
-                       ", regions[0] on device ", out.device_ordinal));
-    }
-    out.views.push_back(ChannelRegionView{.data = region.data(), .byte_size = region.byte_size()});
-    out.leases.push_back(*std::move(lease));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 grpc::Status ChannelService::Open(grpc::CallbackServerContext* context,
@@ -91,8 +56,14 @@ grpc::Status ChannelService::Open(grpc::CallbackServerContext* context,
                                .max_rows = request.max_rows(),
                                .max_width = request.max_width()}};
   const bool gpu_backend = engine_->backend_name() != "cpu";
-  if (absl::Status s = LeaseRegions(regions_->registry(), request, gpu_backend, open); !s.ok()) {
-    return ToGrpcStatus(s);
+  const std::vector<absl::string_view> names(request.regions().begin(), request.regions().end());
+  absl::StatusOr<ChannelLeases> leased =
+      regions_->manager().LeaseForChannel(request.session_id(), names, gpu_backend);
+  if (!leased.ok()) return ToGrpcStatus(leased.status());
+  open.device_ordinal = leased->device_ordinal;
+  for (RegionLease& lease : leased->leases) {
+    open.views.push_back(ChannelRegionView{.data = lease->data(), .byte_size = lease->byte_size()});
+    open.leases.push_back(std::move(lease));
   }
   const int32_t ordinal = open.device_ordinal;
   absl::StatusOr<OpenedChannel> opened = channels_->Open(std::move(open));

@@ -2,34 +2,50 @@
 
 #include <string>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "openssl/evp.h"
 #include "server/transport/raw_messages.h"
 #include "server/transport/select_reactors.h"
-#include "spdlog/spdlog.h"
 
 namespace topk::server {
 namespace {
 
-constexpr size_t kMaxRegionNameBytes = 128;
-
-absl::Status CheckRegionName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxRegionNameBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("name: ", name.size(), " bytes, must be 1 to ", kMaxRegionNameBytes));
-  }
-  for (char c : name) {
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError("name: only printable ASCII without spaces");
-    }
-  }
-  return absl::OkStatus();
-}
-
 GpuName ToGpuName(const v1::GpuDevice& device) {
   return GpuName{.uuid = device.uuid(), .ordinal = device.ordinal()};
+}
+
+// RegisterRegionRequest's kind as the regions module takes it.
+RegionSpec ToRegionSpec(const v1::RegisterRegionRequest& request) {
+  switch (request.kind_case()) {
+    case v1::RegisterRegionRequest::kShm:
+      return ShmRegionSpec{.shm_name = request.shm().shm_name(),
+                           .offset = request.shm().offset(),
+                           .byte_size = request.shm().byte_size()};
+    case v1::RegisterRegionRequest::kCudaIpc:
+      return CudaIpcRegionSpec{.ipc_handle = request.cuda_ipc().ipc_handle(),
+                               .offset = request.cuda_ipc().offset(),
+                               .byte_size = request.cuda_ipc().byte_size(),
+                               .device = ToGpuName(request.cuda_ipc().device())};
+    case v1::RegisterRegionRequest::kCudaEvent:
+      return CudaEventSpec{.ipc_event_handle = request.cuda_event().ipc_event_handle(),
+                           .device = ToGpuName(request.cuda_event().device())};
+    default:
+      return std::monostate();
+  }
+}
+
+// How this server's engine binds requests and opens regions.
+RegionManagerConfig ManagerConfig(const Engine& engine) {
+  RegionManagerConfig config;
+  for (const EngineDevice& device : engine.devices()) {
+    if (device.description.ordinal >= 0) config.served_gpus.push_back(device.description.ordinal);
+  }
+  config.binding = BindingRules{.limits = engine.limits(),
+                                .cpu_backend = config.served_gpus.empty(),
+                                .host_rows_read_in_place = engine.reads_host_rows_in_place()};
+  return config;
 }
 
 }  // namespace
@@ -91,27 +107,11 @@ class RegionService::SessionReactor final : public grpc::ServerWriteReactor<grpc
 };
 
 RegionService::RegionService(Engine* engine, RegionOptions options)
-    : engine_(engine), options_(options) {
-  for (const EngineDevice& device : engine_->devices()) {
-    if (device.description.ordinal >= 0) served_gpus_.push_back(device.description.ordinal);
-  }
-}
+    : engine_(engine), options_(options), manager_(ManagerConfig(*engine)) {}
 
 RegionService::~RegionService() {
   EndSessions();
-  registry_.Clear();
-}
-
-std::string ShmOwnershipProof(absl::string_view session_id) {
-  std::string input = "topk-shm-ownership";
-  input.push_back('\0');
-  input.append(session_id.data(), session_id.size());
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
-    return std::string();  // matches nothing: every registration is refused
-  }
-  return std::string(reinterpret_cast<const char*>(digest), kShmProofBytes);
+  manager_.CloseAllSessions();
 }
 
 absl::Status RegionService::CheckAllowed(grpc::CallbackServerContext* context) const {
@@ -132,7 +132,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RegionService::OpenSession(
   v1::OpenSessionRequest parsed;
   if (allowed.ok()) allowed = ParseMessage(*request, parsed);
   absl::StatusOr<std::string> id =
-      allowed.ok() ? registry_.OpenSession() : absl::StatusOr<std::string>(allowed);
+      allowed.ok() ? manager_.OpenSession() : absl::StatusOr<std::string>(allowed);
   if (!id.ok()) {
     // A reactor that only fails.
     class Refusal final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -155,7 +155,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RegionService::OpenSession(
 
 void RegionService::EndSession(const std::string& id) {
   if (channels_ != nullptr) channels_->CloseSession(id);
-  registry_.CloseSession(id);
+  manager_.CloseSession(id);
 }
 
 void RegionService::Forget(SessionReactor* session) {
@@ -181,39 +181,11 @@ grpc::Status RegionService::Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRegionRequest& request,
                                      v1::RegisterRegionResponse& response) {
   if (absl::Status s = CheckAllowed(context); !s.ok()) return ToGrpcStatus(s);
-  if (absl::Status s = CheckRegionName(request.name()); !s.ok()) return ToGrpcStatus(s);
-  // Refuse an unknown session before opening anything.
-  if (absl::StatusOr<std::vector<RegionListing>> known = registry_.List(request.session_id());
-      !known.ok()) {
-    return ToGrpcStatus(known.status());
-  }
-  absl::StatusOr<std::unique_ptr<Region>> region;
-  switch (request.kind_case()) {
-    case v1::RegisterRegionRequest::kShm:
-      region = OpenShmRegion(request.shm().shm_name(), request.shm().offset(),
-                             request.shm().byte_size(), ShmOwnershipProof(request.session_id()));
-      break;
-    case v1::RegisterRegionRequest::kCudaIpc:
-      region = OpenCudaIpcRegion(request.cuda_ipc().ipc_handle(), request.cuda_ipc().offset(),
-                                 request.cuda_ipc().byte_size(),
-                                 ToGpuName(request.cuda_ipc().device()), served_gpus_);
-      break;
-    case v1::RegisterRegionRequest::kCudaEvent:
-      region = OpenCudaIpcEvent(request.cuda_event().ipc_event_handle(),
-                                ToGpuName(request.cuda_event().device()), served_gpus_);
-      break;
-    default:
-      return ToGrpcStatus(absl::InvalidArgumentError("kind: set one of shm, cuda_ipc, cuda_event"));
-  }
+  absl::StatusOr<RegisteredRegion> region =
+      manager_.Register(request.session_id(), request.name(), ToRegionSpec(request));
   if (!region.ok()) return ToGrpcStatus(region.status());
-  response.set_byte_size((*region)->byte_size());
-  response.set_device_ordinal((*region)->device_ordinal());
-  if (absl::Status s = registry_.Add(request.session_id(), request.name(), *std::move(region));
-      !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  spdlog::debug("region '{}' registered ({} bytes, device {})", request.name(),
-                response.byte_size(), response.device_ordinal());
+  response.set_byte_size(region->byte_size);
+  response.set_device_ordinal(region->device_ordinal);
   return grpc::Status::OK;
 }
 
@@ -222,7 +194,7 @@ grpc::Status RegionService::Unregister(grpc::CallbackServerContext* context,
                                        v1::UnregisterRegionResponse& response) {
   if (absl::Status s = CheckAllowed(context); !s.ok()) return ToGrpcStatus(s);
   absl::StatusOr<int> removed =
-      registry_.Remove(request.session_id(), request.name(), request.all());
+      manager_.Unregister(request.session_id(), request.name(), request.all());
   if (!removed.ok()) return ToGrpcStatus(removed.status());
   response.set_unregistered(*removed);
   return grpc::Status::OK;
@@ -232,7 +204,7 @@ grpc::Status RegionService::List(grpc::CallbackServerContext* context,
                                  const v1::ListRegionsRequest& request,
                                  v1::ListRegionsResponse& response) {
   if (absl::Status s = CheckAllowed(context); !s.ok()) return ToGrpcStatus(s);
-  absl::StatusOr<std::vector<RegionListing>> listing = registry_.List(request.session_id());
+  absl::StatusOr<std::vector<RegionListing>> listing = manager_.List(request.session_id());
   if (!listing.ok()) return ToGrpcStatus(listing.status());
   for (const RegionListing& entry : *listing) {
     v1::RegionInfo* info = response.add_regions();

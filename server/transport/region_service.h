@@ -1,31 +1,28 @@
 // The transport side of regions: sessions as server-streaming calls that
 // live as long as the client holds them, the Register/Unregister/List RPCs,
-// and the binding of a Select request's references (rows, lengths, output,
-// events) to leased regions, with every byte range checked on the host
-// before the request reaches the engine.
+// and a Select request's references decoded from the wire. Everything about
+// the memory itself (opening it, the session's regions, leases, the checks
+// of every byte a request names) is the regions module's (RegionManager);
+// this file only speaks gRPC and the wire to it.
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
-#include "server/backends/backend.h"
-#include "server/backends/region.h"
 #include "server/backends/row_source.h"
 #include "server/engine/channel_registry.h"
 #include "server/engine/engine.h"
-#include "server/engine/region_registry.h"
 #include "server/engine/select_job.h"
+#include "server/regions/region_binding.h"
+#include "server/regions/region_manager.h"
 #include "server/transport/raw_select.h"
 #include "topk/v1/topk.grpc.pb.h"
 
@@ -43,41 +40,6 @@ struct RegionOptions {
 // Whether a gRPC peer string ("ipv4:127.0.0.1:5", "ipv6:[::1]:5",
 // "unix:/path", ...) is a connection from this host.
 bool IsLocalPeer(absl::string_view peer);
-
-// The ownership proof a session's shared-memory registrations must hold
-// (OpenShmRegion): the first kShmProofBytes of SHA-256("topk-shm-ownership" +
-// '\0' + session id). One-way, so a process that reads it out of an object
-// learns nothing of the session id (which is the session's capability).
-std::string ShmOwnershipProof(absl::string_view session_id);
-
-// What a Select by reference holds while it runs: leases on its regions
-// (so unregistering them waits), and the host copies of its lengths and
-// row offsets (so the client cannot change them after they were checked).
-//
-// Inline capacity for the common request (rows, output, a few events; up to
-// 64 rows) so that binding one allocates nothing.
-struct RegionBinding {
-  absl::InlinedVector<RegionLease, 6> leases;
-  // leases[i]'s name, in the request's message (which outlives the binding).
-  absl::InlinedVector<absl::string_view, 6> names;
-  std::optional<RegionRows> rows;
-  absl::InlinedVector<int32_t, 64> lengths;
-  absl::InlinedVector<int64_t, 64> row_offsets;
-  OutputTarget output;
-};
-
-// A stream's last resolved session: a pipeline's requests name the same
-// session, so after the first they skip the registry's lock. Used by one
-// thread at a time (the stream's reads are sequential).
-struct SessionCache {
-  std::string id;
-  std::shared_ptr<const SessionRegions> regions;
-};
-
-// After the request's reads and writes: DATA_LOSS naming the region when
-// one of them faulted (its memory shrank under the server; what the request
-// read from it may be zeros, what it wrote is lost).
-absl::Status CheckNoFaults(const RegionBinding& binding);
 
 class RegionService {
  public:
@@ -116,7 +78,8 @@ class RegionService {
   void EndSessions();
 
   bool enabled() const { return options_.enabled; }
-  RegionRegistry& registry() { return registry_; }
+  // The regions module, for the channels' leases.
+  const RegionManager& manager() const { return manager_; }
   // The channels a session's end closes with its regions (set once, before
   // serving).
   void AttachChannels(ChannelRegistry* channels) { channels_ = channels; }
@@ -133,8 +96,7 @@ class RegionService {
 
   Engine* engine_;
   RegionOptions options_;
-  std::vector<int> served_gpus_;
-  RegionRegistry registry_;
+  RegionManager manager_;
   ChannelRegistry* channels_ = nullptr;
   absl::Mutex sessions_mutex_;
   absl::flat_hash_map<SessionReactor*, std::weak_ptr<SessionReactor>> sessions_

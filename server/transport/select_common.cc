@@ -92,19 +92,17 @@ absl::Status PrepareSelect(const SelectContext& select, grpc::CallbackServerCont
   if (!raw.has_inline_rows) {
     return absl::InvalidArgumentError("rows: no rows given (set inline_rows)");
   }
-  absl::StatusOr<ScoreType> dtype = ScoreTypeFromWire(raw.dtype, "inline_rows.dtype");
-  if (!dtype.ok()) return dtype.status();
-  absl::StatusOr<int32_t> longest = ValidateSelect(
-      raw.k, raw.num_lengths, raw.lengths, static_cast<size_t>(raw.scores_size), limits, *dtype);
-  if (!longest.ok()) return longest.status();
+  absl::StatusOr<InlineRows> rows =
+      CheckInlineRows(raw.k, raw.dtype, raw.num_lengths, raw.lengths, *out.rows, limits);
+  if (!rows.ok()) return rows.status();
   // The scores stay in gRPC's receive buffer; the backend copies them once.
   out.input = SelectInput{.k = raw.k,
                           .options = ToOptions(raw.options),
                           .return_values = raw.options.return_values(),
-                          .lengths = raw.lengths,
-                          .rows = &*out.rows,
-                          .max_length = *longest,
-                          .dtype = *dtype};
+                          .lengths = rows->lengths,
+                          .rows = rows->rows,
+                          .max_length = rows->max_length,
+                          .dtype = rows->dtype};
   return absl::OkStatus();
 }
 

@@ -4,13 +4,14 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "server/transport/score_dtype.h"
 
 namespace topk::server {
 
-absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits) {
-  if (rows > limits.max_rows) {
+absl::Status CheckK(int32_t k, const RequestLimits& limits) {
+  if (k < 1 || k > limits.max_k) {
     return absl::InvalidArgumentError(
-        absl::StrCat("lengths: ", rows, " rows exceed max_rows = ", limits.max_rows));
+        absl::StrCat("k = ", k, " is out of range [1, ", limits.max_k, "] (max_k)"));
   }
   return absl::OkStatus();
 }
@@ -23,27 +24,10 @@ absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits)
   return absl::OkStatus();
 }
 
-absl::Status CheckRegionRowBytes(const RowSource& rows, bool host_rows_read_in_place,
-                                 const RequestLimits& limits) {
-  const bool in_place = rows.device_ordinal() >= 0 ||
-                        (host_rows_read_in_place && rows.InPlaceHostFloats() != nullptr);
-  if (!in_place && rows.size_bytes() > static_cast<uint64_t>(limits.max_batch_bytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "region_rows: the rows span ", rows.size_bytes(),
-        " bytes, over max_batch_bytes = ", limits.max_batch_bytes,
-        host_rows_read_in_place ? " (rows not 4-byte aligned are copied into the staging)"
-                                : " (this backend copies host rows into its staging)"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                        absl::Span<const int32_t> lengths, size_t score_bytes,
                                        const RequestLimits& limits, ScoreType dtype) {
-  if (k < 1 || k > limits.max_k) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("k = ", k, " is out of range [1, ", limits.max_k, "] (max_k)"));
-  }
+  if (absl::Status s = CheckK(k, limits); !s.ok()) return s;
   if (num_rows == 0) {
     return absl::InvalidArgumentError("lengths: the batch is empty (0 rows)");
   }
@@ -84,6 +68,17 @@ absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                                    " for ", lengths.size(), " rows", of_type));
   }
   return longest;
+}
+
+absl::StatusOr<InlineRows> CheckInlineRows(int32_t k, int32_t wire_dtype, int64_t num_rows,
+                                           absl::Span<const int32_t> lengths, const RowSource& rows,
+                                           const RequestLimits& limits) {
+  absl::StatusOr<ScoreType> dtype = ScoreTypeFromWire(wire_dtype, "inline_rows.dtype");
+  if (!dtype.ok()) return dtype.status();
+  absl::StatusOr<int32_t> longest =
+      ValidateSelect(k, num_rows, lengths, rows.size_bytes(), limits, *dtype);
+  if (!longest.ok()) return longest.status();
+  return InlineRows{.rows = &rows, .lengths = lengths, .max_length = *longest, .dtype = *dtype};
 }
 
 }  // namespace topk::server

@@ -10,26 +10,16 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/backends/backend.h"
+#include "server/backends/row_source.h"
+#include "server/regions/region_binding.h"
 
 namespace topk::server {
 
-// The one place the row limit is enforced: a whole request, or a stream's
-// rows so far (which cuts a runaway stream off before it fills memory).
-absl::Status CheckRowCount(int64_t rows, const RequestLimits& limits);
+// K against max_k: one rule, for rows inline and by reference.
+absl::Status CheckK(int32_t k, const RequestLimits& limits);
 
 // A stream's score bytes so far against max_batch_bytes.
 absl::Status CheckReceivedScoreBytes(int64_t bytes, const RequestLimits& limits);
-
-// Rows by reference (`rows`, their span in the client's region) against
-// max_batch_bytes: only rows the server copies count, since they would
-// overflow the staging it sizes; rows read where they are cost the server no
-// memory, so no byte limit applies to them (max_rows and max_width still
-// do). Read in place: rows on a GPU, and host rows that are aligned floats
-// when the backend reads host rows in place (`host_rows_read_in_place`:
-// Engine::reads_host_rows_in_place(), the CPU backend; StageOnHost copies
-// the others). The one place this is decided.
-absl::Status CheckRegionRowBytes(const RowSource& rows, bool host_rows_read_in_place,
-                                 const RequestLimits& limits);
 
 // Checks K, the row count, every length and the byte count (bytes(dtype) *
 // sum(lengths)) against `limits`.
@@ -40,5 +30,12 @@ absl::StatusOr<int32_t> ValidateSelect(int32_t k, int64_t num_rows,
                                        absl::Span<const int32_t> lengths, size_t score_bytes,
                                        const RequestLimits& limits,
                                        ScoreType dtype = ScoreType::kFloat32);
+
+// Rows sent inline (`rows`, as `wire_dtype` says, a topk.v1.ScoreType
+// number): their type, then ValidateSelect. The one check of inline rows,
+// with or without references to regions.
+absl::StatusOr<InlineRows> CheckInlineRows(int32_t k, int32_t wire_dtype, int64_t num_rows,
+                                           absl::Span<const int32_t> lengths, const RowSource& rows,
+                                           const RequestLimits& limits);
 
 }  // namespace topk::server

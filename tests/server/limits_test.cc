@@ -12,6 +12,7 @@
 #include "region_test_util.h"
 #include "server/backends/row_source.h"
 #include "server/engine/coalescing.h"
+#include "server/regions/region_binding.h"
 #include "server/transport/validate.h"
 
 namespace topk::server::test {

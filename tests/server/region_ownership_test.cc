@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "region_test_util.h"
+#include "server/regions/shm_region.h"
 #include "server/transport/region_service.h"
 
 namespace topk::server::test {

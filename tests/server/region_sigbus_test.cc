@@ -17,9 +17,10 @@
 #include "gtest/gtest.h"
 #include "region_gated_device.h"
 #include "region_test_util.h"
-#include "server/backends/region.h"
 #include "server/backends/row_source.h"
-#include "server/backends/shm_guard.h"
+#include "server/regions/region.h"
+#include "server/regions/shm_guard.h"
+#include "server/regions/shm_region.h"
 
 namespace topk::server::test {
 namespace {

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
-#include "server/backends/region.h"
+#include "server/regions/region.h"
 
 namespace topk::server {
 

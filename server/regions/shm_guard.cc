@@ -1,4 +1,4 @@
-#include "server/backends/shm_guard.h"
+#include "server/regions/shm_guard.h"
 
 #include <signal.h>
 #include <sys/mman.h>

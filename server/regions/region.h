@@ -1,20 +1,19 @@
-// Memory a client shares with the server: a POSIX shared-memory object or a
-// CUDA allocation (cudaIpcGetMemHandle), opened once when the client
-// registers it and closed when the last user lets go; and CUDA interprocess
-// events for GPU-side ordering. Each kind is an RAII object: destroying it
-// unmaps or closes what opening it mapped or opened.
+// Memory a client shares with the server, as every kind of region looks to
+// its users: a POSIX shared-memory object (shm_region.h) or a CUDA
+// allocation (cuda_ipc_region.h), opened once when the client registers it
+// and closed when the last user lets go; and CUDA interprocess events for
+// GPU-side ordering. Each kind is an RAII object: destroying it unmaps or
+// closes what opening it mapped or opened.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/types/span.h"
 
 namespace topk::server {
 
@@ -77,6 +76,11 @@ class Region {
   // may be zeros, and what was written is lost.
   virtual bool poisoned() const { return false; }
 
+  // Copies [offset, offset + bytes) to host memory; the caller checked the
+  // range. Each kind copies its own way (a GPU's memory through the device),
+  // so that this base knows none of them. An event holds no bytes.
+  virtual absl::Status CopyOut(uint64_t offset, size_t bytes, void* dest) const;
+
   // Requests that hold the region right now (RegionLease).
   int64_t in_flight() const { return in_flight_.load(std::memory_order_relaxed); }
 
@@ -124,54 +128,12 @@ class RegionLease {
   std::shared_ptr<Region> region_;
 };
 
-// The proof that whoever registers a shared-memory object can write it
-// (docs/regions.md, "Trust model"): kShmProofBytes that the object holds,
-// when the server opens it, at ShmProofOffset. Only a process that can open
-// the object read-write can put them there, so the server, which may open
-// objects its client cannot, is never the client's deputy.
-inline constexpr uint64_t kShmProofBytes = 16;
-
-// Where the proof lies: at `offset` when kShmProofBytes fit there, else in
-// the object's last kShmProofBytes; -1 when the object is smaller.
-int64_t ShmProofOffset(uint64_t offset, uint64_t object_bytes);
-
-// Maps [offset, offset + byte_size) of the shared-memory object `shm_name`
-// read-write, once the object holds `ownership_proof` (kShmProofBytes) at
-// ShmProofOffset: PERMISSION_DENIED, naming where, when it does not.
-// INVALID_ARGUMENT, with the OS's error text, when the object cannot be
-// opened or mapped, or is smaller than offset + byte_size.
-absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,
-                                                      uint64_t byte_size,
-                                                      absl::string_view ownership_proof);
-
-// A GPU as a client names it: by UUID ("GPU-..."), else by ordinal.
-struct GpuName {
-  std::string uuid;
-  int32_t ordinal = 0;
-};
-
-// Opens a cudaIpcMemHandle_t (`handle`: exactly 64 bytes) on the named GPU
-// and checks [offset, offset + byte_size) against the allocation's real
-// extent. `served_ordinals`: the GPUs the server serves (any other is
-// INVALID_ARGUMENT). UNIMPLEMENTED in a build without CUDA.
-absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcRegion(absl::string_view handle, uint64_t offset,
-                                                          uint64_t byte_size, const GpuName& device,
-                                                          absl::Span<const int> served_ordinals);
-
-// Opens a cudaIpcEventHandle_t (exactly 64 bytes) on the named GPU.
-absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handle,
-                                                         const GpuName& device,
-                                                         absl::Span<const int> served_ordinals);
-
 // Copies [offset, offset + bytes) of a memory region (shared memory or a
 // GPU's) to host memory: for the small per-request arrays the server must
 // check on the host (row offsets). The caller checked the range.
-absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes, void* dest);
-
-// The GPU half of CopyFromRegion (cuda_ipc_region.cc).
-absl::Status CopyFromGpuRegion(const Region& region, uint64_t offset, size_t bytes, void* dest);
-
-// The size in bytes of both CUDA IPC handle types.
-inline constexpr size_t kCudaIpcHandleBytes = 64;
+inline absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes,
+                                   void* dest) {
+  return region.CopyOut(offset, bytes, dest);
+}
 
 }  // namespace topk::server

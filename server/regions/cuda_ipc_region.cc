@@ -1,9 +1,10 @@
-// The CUDA kinds of region: memory and events another process exported with
-// cudaIpcGetMemHandle / cudaIpcGetEventHandle, opened on the GPU the client
-// names (by UUID first: ordinals depend on each process's
-// CUDA_VISIBLE_DEVICES).
+// The CUDA kinds of region, opened on the GPU the client names (by UUID
+// first: ordinals depend on each process's CUDA_VISIBLE_DEVICES). A region
+// of device memory reads itself out to the host (CopyOut) through the
+// transport thread's own stream.
+#include "server/regions/cuda_ipc_region.h"
+
 #include "absl/strings/str_cat.h"
-#include "server/backends/region.h"
 
 #if TOPK_HAVE_CUDA
 #include <cuda.h>
@@ -68,11 +69,6 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handl
   return absl::UnimplementedError("cuda_event: the server was built without CUDA");
 }
 
-absl::Status CopyFromGpuRegion(const Region& /*region*/, uint64_t /*offset*/, size_t /*bytes*/,
-                               void* /*dest*/) {
-  return absl::UnimplementedError("the server was built without CUDA");
-}
-
 #else  // TOPK_HAVE_CUDA
 
 namespace {
@@ -128,6 +124,70 @@ absl::StatusOr<uint64_t> AllocationBytesFrom(void* pointer) {
   return static_cast<uint64_t>(base) + bytes - static_cast<uint64_t>(address);
 }
 
+// Restores the calling thread's current device on scope exit (gRPC threads
+// are shared; the workers set their own device before every request).
+class ScopedDevice {
+ public:
+  ScopedDevice() { cudaGetDevice(&previous_); }
+  ~ScopedDevice() { cudaSetDevice(previous_); }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// How one transport thread reads a client's device memory (a request's row
+// offsets, before it is queued): on a non-blocking stream of its own per GPU
+// into a pinned bounce buffer. A plain cudaMemcpy would put every transport
+// thread's read on the GPU's one legacy default stream, executed in issue
+// order, and through the driver's staging copy for a pageable destination:
+// concurrent requests would wait for each other's reads (and for anything
+// else on that stream) before they reach the queue.
+class DeviceReader {
+ public:
+  absl::Status Read(int ordinal, const std::byte* source, size_t bytes, void* dest) {
+    absl::StatusOr<Lane*> lane = LaneFor(ordinal);
+    if (!lane.ok()) return lane.status();
+    auto* out = static_cast<std::byte*>(dest);
+    for (size_t done = 0; done < bytes;) {
+      const size_t n = std::min(bytes - done, kBounceBytes);
+      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync((*lane)->bounce.get(), source + done, n,
+                                                cudaMemcpyDeviceToHost, (*lane)->stream.get()));
+      TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize((*lane)->stream.get()));
+      std::memcpy(out + done, (*lane)->bounce.get(), n);
+      done += n;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // Row offsets of 8K rows per copy; longer reads take several.
+  static constexpr size_t kBounceBytes = size_t{64} << 10;
+  struct Lane {
+    int ordinal = -1;
+    cuda::Stream stream;
+    cuda::PinnedBuffer<std::byte> bounce;
+  };
+
+  // The calling thread's current device is `ordinal` here.
+  absl::StatusOr<Lane*> LaneFor(int ordinal) {
+    for (Lane& lane : lanes_) {
+      if (lane.ordinal == ordinal) return &lane;
+    }
+    absl::StatusOr<cuda::Stream> stream = cuda::CreateStream();
+    if (!stream.ok()) return stream.status();
+    absl::StatusOr<cuda::PinnedBuffer<std::byte>> bounce =
+        cuda::AllocatePinned<std::byte>(kBounceBytes);
+    if (!bounce.ok()) return bounce.status();
+    lanes_.push_back(
+        Lane{.ordinal = ordinal, .stream = *std::move(stream), .bounce = *std::move(bounce)});
+    return &lanes_.back();
+  }
+
+  std::deque<Lane> lanes_;  // stable addresses; one per GPU this thread read from
+};
+
 // An opened cudaIpcMemHandle_t; closed on destruction on its own device.
 class CudaIpcRegion final : public Region {
  public:
@@ -143,6 +203,14 @@ class CudaIpcRegion final : public Region {
     cudaSetDevice(previous);
   }
 
+  absl::Status CopyOut(uint64_t offset, size_t bytes, void* dest) const override {
+    if (bytes == 0) return absl::OkStatus();
+    const ScopedDevice restore;
+    TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_ordinal()));
+    thread_local DeviceReader reader;
+    return reader.Read(device_ordinal(), data() + offset, bytes, dest);
+  }
+
  private:
   void* base_;
 };
@@ -155,19 +223,6 @@ class CudaIpcEventRegion final : public Region {
 
  private:
   cuda::Event event_;
-};
-
-// Restores the calling thread's current device on scope exit (gRPC threads
-// are shared; the workers set their own device before every request).
-class ScopedDevice {
- public:
-  ScopedDevice() { cudaGetDevice(&previous_); }
-  ~ScopedDevice() { cudaSetDevice(previous_); }
-  ScopedDevice(const ScopedDevice&) = delete;
-  ScopedDevice& operator=(const ScopedDevice&) = delete;
-
- private:
-  int previous_ = 0;
 };
 
 }  // namespace
@@ -235,72 +290,6 @@ absl::StatusOr<std::unique_ptr<Region>> OpenCudaIpcEvent(absl::string_view handl
   }
   return std::unique_ptr<Region>(
       std::make_unique<CudaIpcEventRegion>(cuda::Event(event), *ordinal));
-}
-
-namespace {
-
-// How one transport thread reads a client's device memory (a request's row
-// offsets, before it is queued): on a non-blocking stream of its own per GPU
-// into a pinned bounce buffer. A plain cudaMemcpy would put every transport
-// thread's read on the GPU's one legacy default stream, executed in issue
-// order, and through the driver's staging copy for a pageable destination:
-// concurrent requests would wait for each other's reads (and for anything
-// else on that stream) before they reach the queue.
-class DeviceReader {
- public:
-  absl::Status Read(int ordinal, const std::byte* source, size_t bytes, void* dest) {
-    absl::StatusOr<Lane*> lane = LaneFor(ordinal);
-    if (!lane.ok()) return lane.status();
-    auto* out = static_cast<std::byte*>(dest);
-    for (size_t done = 0; done < bytes;) {
-      const size_t n = std::min(bytes - done, kBounceBytes);
-      TOPK_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync((*lane)->bounce.get(), source + done, n,
-                                                cudaMemcpyDeviceToHost, (*lane)->stream.get()));
-      TOPK_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize((*lane)->stream.get()));
-      std::memcpy(out + done, (*lane)->bounce.get(), n);
-      done += n;
-    }
-    return absl::OkStatus();
-  }
-
- private:
-  // Row offsets of 8K rows per copy; longer reads take several.
-  static constexpr size_t kBounceBytes = size_t{64} << 10;
-  struct Lane {
-    int ordinal = -1;
-    cuda::Stream stream;
-    cuda::PinnedBuffer<std::byte> bounce;
-  };
-
-  // The calling thread's current device is `ordinal` here.
-  absl::StatusOr<Lane*> LaneFor(int ordinal) {
-    for (Lane& lane : lanes_) {
-      if (lane.ordinal == ordinal) return &lane;
-    }
-    absl::StatusOr<cuda::Stream> stream = cuda::CreateStream();
-    if (!stream.ok()) return stream.status();
-    absl::StatusOr<cuda::PinnedBuffer<std::byte>> bounce =
-        cuda::AllocatePinned<std::byte>(kBounceBytes);
-    if (!bounce.ok()) return bounce.status();
-    lanes_.push_back(
-        Lane{.ordinal = ordinal, .stream = *std::move(stream), .bounce = *std::move(bounce)});
-    return &lanes_.back();
-  }
-
-  std::deque<Lane> lanes_;  // stable addresses; one per GPU this thread read from
-};
-
-}  // namespace
-
-absl::Status CopyFromGpuRegion(const Region& region, uint64_t offset, size_t bytes, void* dest) {
-  if (region.kind() != RegionKind::kCudaIpc) {
-    return absl::InvalidArgumentError("an event region holds no bytes");
-  }
-  if (bytes == 0) return absl::OkStatus();
-  const ScopedDevice restore;
-  TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(region.device_ordinal()));
-  thread_local DeviceReader reader;
-  return reader.Read(region.device_ordinal(), region.data() + offset, bytes, dest);
 }
 
 #endif  // TOPK_HAVE_CUDA

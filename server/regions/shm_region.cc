@@ -1,4 +1,4 @@
-#include "server/backends/region.h"
+#include "server/regions/shm_region.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -11,7 +11,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/backends/shm_guard.h"
+#include "openssl/evp.h"
+#include "server/regions/shm_guard.h"
 
 namespace topk::server {
 namespace {
@@ -55,6 +56,10 @@ class ShmRegion final : public Region {
 
   bool poisoned() const override { return guard_.poisoned(); }
   MemoryPlace place() const override { return place_; }
+  absl::Status CopyOut(uint64_t offset, size_t bytes, void* dest) const override {
+    if (bytes > 0) std::memcpy(dest, data() + offset, bytes);
+    return absl::OkStatus();
+  }
 
   absl::Status CheckIntact() const override {
     if (guard_.poisoned()) {
@@ -83,30 +88,22 @@ class ShmRegion final : public Region {
 
 }  // namespace
 
-absl::string_view RegionKindName(RegionKind kind) {
-  switch (kind) {
-    case RegionKind::kShm:
-      return "shm";
-    case RegionKind::kCudaIpc:
-      return "cuda_ipc";
-    case RegionKind::kCudaEvent:
-      return "cuda_event";
-  }
-  return "unknown";
-}
-
-absl::Status CopyFromRegion(const Region& region, uint64_t offset, size_t bytes, void* dest) {
-  if (region.kind() == RegionKind::kShm) {
-    if (bytes > 0) std::memcpy(dest, region.data() + offset, bytes);
-    return absl::OkStatus();
-  }
-  return CopyFromGpuRegion(region, offset, bytes, dest);
-}
-
 int64_t ShmProofOffset(uint64_t offset, uint64_t object_bytes) {
   if (object_bytes < kShmProofBytes) return -1;
   if (offset <= object_bytes - kShmProofBytes) return static_cast<int64_t>(offset);
   return static_cast<int64_t>(object_bytes - kShmProofBytes);
+}
+
+std::string ShmOwnershipProof(absl::string_view session_id) {
+  std::string input = "topk-shm-ownership";
+  input.push_back('\0');
+  input.append(session_id.data(), session_id.size());
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  if (EVP_Digest(input.data(), input.size(), digest, &length, EVP_sha256(), nullptr) != 1) {
+    return std::string();  // matches nothing: every registration is refused
+  }
+  return std::string(reinterpret_cast<const char*>(digest), kShmProofBytes);
 }
 
 absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_name, uint64_t offset,

@@ -1,17 +1,13 @@
-// RegionService::BindSelect: a Select request's references resolved to
-// leased regions, and every byte the request will read or write checked on
-// the host (in range, aligned, no overflow, nothing written where it is read)
-// before the engine sees it.
+#include "server/regions/region_binding.h"
+
 #include <algorithm>
 #include <limits>
+#include <string>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "server/transport/region_overlap.h"
-#include "server/transport/region_service.h"
-#include "server/transport/score_dtype.h"
-#include "server/transport/validate.h"
+#include "server/regions/region_overlap.h"
 
 namespace topk::server {
 namespace {
@@ -44,9 +40,9 @@ class Binder {
   // Leases `ref`'s region, which must hold bytes (not an event), sit on the
   // request's device, and have `ref.offset` aligned to `alignment` and
   // within its range.
-  absl::StatusOr<Resolved> Memory(const v1::RegionRef& ref, absl::string_view field,
+  absl::StatusOr<Resolved> Memory(const RegionRef& ref, absl::string_view field,
                                   uint64_t alignment) {
-    absl::StatusOr<RegionLease> lease = session_.Lease(ref.region());
+    absl::StatusOr<RegionLease> lease = session_.Lease(ref.region);
     if (!lease.ok()) {
       return absl::Status(lease.status().code(),
                           absl::StrCat(field, ".region: ", lease.status().message()));
@@ -54,37 +50,36 @@ class Binder {
     const Region& region = *lease->get();
     if (region.kind() == RegionKind::kCudaEvent) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".region: '", ref.region(), "' is an event, not memory"));
+          absl::StrCat(field, ".region: '", ref.region, "' is an event, not memory"));
     }
     if (cpu_backend_ && region.device_ordinal() >= 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".region: '", ref.region(), "' is on GPU ", region.device_ordinal(),
+          absl::StrCat(field, ".region: '", ref.region, "' is on GPU ", region.device_ordinal(),
                        " but this server selects on the CPU (wrong device)"));
     }
     if (device_.has_value() && *device_ != region.device_ordinal()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".region: '", ref.region(), "' is on ",
+          absl::StrCat(field, ".region: '", ref.region, "' is on ",
                        DeviceName(region.device_ordinal()), ", the request's other regions on ",
                        DeviceName(*device_), " (wrong device: one request, one device)"));
     }
     device_ = region.device_ordinal();
     if (absl::Status intact = region.CheckIntact(); !intact.ok()) {
       return absl::Status(intact.code(),
-                          absl::StrCat(field, ".region: '", ref.region(), "': ", intact.message()));
+                          absl::StrCat(field, ".region: '", ref.region, "': ", intact.message()));
     }
-    if (ref.offset() > region.byte_size()) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".offset: ", ref.offset(),
-                                                     " is past the region's ", region.byte_size(),
-                                                     " bytes"));
+    if (ref.offset > region.byte_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".offset: ", ref.offset, " is past the region's ", region.byte_size(), " bytes"));
     }
-    const auto address = reinterpret_cast<uintptr_t>(region.data()) + ref.offset();
+    const auto address = reinterpret_cast<uintptr_t>(region.data()) + ref.offset;
     if (address % alignment != 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ".offset: ", ref.offset(), " is not ", alignment, "-byte aligned"));
+          absl::StrCat(field, ".offset: ", ref.offset, " is not ", alignment, "-byte aligned"));
     }
     binding_.leases.push_back(*std::move(lease));
-    binding_.names.push_back(ref.region());
-    return Resolved{.region = &region, .name = ref.region(), .offset = ref.offset()};
+    binding_.names.push_back(ref.region);
+    return Resolved{.region = &region, .name = ref.region, .offset = ref.offset};
   }
 
   // `count` elements of `element_bytes` from `at` must fit its region.
@@ -140,40 +135,39 @@ absl::Status CheckLength(int64_t r, int32_t length, int64_t bound, const Request
 // The rows: lengths (inline, or copied from a host region, or left on the
 // GPU), row starts, and the extent they span, all checked, in elements of
 // input.dtype.
-absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits,
+absl::Status BindRows(const RowsByReference& rows, const RequestLimits& limits,
                       bool host_rows_read_in_place, Binder& binder, RegionBinding& binding,
-                      SelectInput& input) {
-  const int64_t m = rows.num_rows();
+                      BoundSelect& input) {
+  const int64_t m = rows.num_rows;
   if (m < 1) return absl::InvalidArgumentError("region_rows.num_rows: must be >= 1");
   if (absl::Status s = CheckRowCount(m, limits); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("region_rows.num_rows: ", s.message()));
   }
-  if (rows.width() < 0 || rows.width() > limits.max_width) {
-    return absl::InvalidArgumentError(absl::StrCat("region_rows.width = ", rows.width(),
+  if (rows.width < 0 || rows.width > limits.max_width) {
+    return absl::InvalidArgumentError(absl::StrCat("region_rows.width = ", rows.width,
                                                    " is out of range [0, ", limits.max_width,
                                                    "] (max_width)"));
   }
   const uint64_t element_bytes = ScoreTypeBytes(input.dtype);
-  absl::StatusOr<Resolved> scores =
-      binder.Memory(rows.scores(), "region_rows.scores", element_bytes);
+  absl::StatusOr<Resolved> scores = binder.Memory(rows.scores, "region_rows.scores", element_bytes);
   if (!scores.ok()) return scores.status();
   const bool on_gpu = scores->region->device_ordinal() >= 0;
 
   // Lengths.
-  const bool inline_lengths = rows.lengths_size() > 0;
-  if (inline_lengths == rows.has_lengths_ref()) {
+  const bool inline_lengths = !rows.lengths.empty();
+  if (inline_lengths == rows.lengths_ref.has_value()) {
     return absl::InvalidArgumentError(
         "region_rows: give the lengths either inline (lengths) or by reference (lengths_ref)");
   }
-  int64_t bound = rows.width();
+  int64_t bound = rows.width;
   if (inline_lengths) {
-    if (rows.lengths_size() != m) {
-      return absl::InvalidArgumentError(absl::StrCat("region_rows.lengths: ", rows.lengths_size(),
+    if (static_cast<int64_t>(rows.lengths.size()) != m) {
+      return absl::InvalidArgumentError(absl::StrCat("region_rows.lengths: ", rows.lengths.size(),
                                                      " entries for num_rows = ", m));
     }
-    binding.lengths.assign(rows.lengths().begin(), rows.lengths().end());
+    binding.lengths.assign(rows.lengths.begin(), rows.lengths.end());
   } else {
-    absl::StatusOr<Resolved> at = binder.Memory(rows.lengths_ref(), "region_rows.lengths_ref", 4);
+    absl::StatusOr<Resolved> at = binder.Memory(*rows.lengths_ref, "region_rows.lengths_ref", 4);
     if (!at.ok()) return at.status();
     if (absl::Status s = Binder::Fits(*at, m, sizeof(int32_t), "region_rows.lengths_ref");
         !s.ok()) {
@@ -213,9 +207,9 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits,
   // Row starts.
   const uint64_t available = (scores->region->byte_size() - scores->offset) / element_bytes;
   binding.row_offsets.resize(m);
-  switch (rows.layout_case()) {
-    case v1::RegionRows::kRowPitch: {
-      const int64_t pitch = rows.row_pitch();
+  switch (rows.layout) {
+    case RowsByReference::Layout::kRowPitch: {
+      const int64_t pitch = rows.row_pitch;
       if (pitch < 1 || pitch < bound) {
         return absl::InvalidArgumentError(absl::StrCat("region_rows.row_pitch = ", pitch,
                                                        " is below the longest row (", bound, ")"));
@@ -232,8 +226,8 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits,
       }
       break;
     }
-    case v1::RegionRows::kRowOffsets: {
-      absl::StatusOr<Resolved> at = binder.Memory(rows.row_offsets(), "region_rows.row_offsets", 8);
+    case RowsByReference::Layout::kRowOffsets: {
+      absl::StatusOr<Resolved> at = binder.Memory(rows.row_offsets, "region_rows.row_offsets", 8);
       if (!at.ok()) return at.status();
       if (absl::Status s = Binder::Fits(*at, m, sizeof(int64_t), "region_rows.row_offsets");
           !s.ok()) {
@@ -290,18 +284,18 @@ absl::Status BindRows(const v1::RegionRows& rows, const RequestLimits& limits,
 }
 
 // Values are elements of the rows' type: `value_bytes` each.
-absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bool return_values,
+absl::Status BindOutput(const OutputByReference& output, int64_t m, int32_t k, bool return_values,
                         uint64_t value_bytes, Binder& binder, OutputTarget& target) {
-  const int64_t stride = output.row_stride() == 0 ? k : output.row_stride();
+  const int64_t stride = output.row_stride == 0 ? k : output.row_stride;
   if (stride < k) {
     return absl::InvalidArgumentError(
-        absl::StrCat("output.row_stride = ", output.row_stride(), " is below k = ", k));
+        absl::StrCat("output.row_stride = ", output.row_stride, " is below k = ", k));
   }
   // Rows 0..m-2 take `stride` elements, the last one k (in 128 bits: the
   // product of two 64-bit values would wrap in 64).
   const Wide elements =
       Wide{static_cast<uint64_t>(m - 1)} * static_cast<uint64_t>(stride) + static_cast<uint64_t>(k);
-  absl::StatusOr<Resolved> indices = binder.Memory(output.indices(), "output.indices", 4);
+  absl::StatusOr<Resolved> indices = binder.Memory(output.indices, "output.indices", 4);
   if (!indices.ok()) return indices.status();
   if (absl::Status s = Binder::Fits(*indices, elements, sizeof(int32_t), "output.indices");
       !s.ok()) {
@@ -316,12 +310,12 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
   target.indices = reinterpret_cast<int32_t*>(indices->region->data() + indices->offset);
   target.row_stride = stride;
   target.device_ordinal = indices->region->device_ordinal();
-  if (output.has_values() != return_values) {
+  if (output.values.has_value() != return_values) {
     return absl::InvalidArgumentError(
         "output.values: required exactly when options.return_values is set");
   }
   if (return_values) {
-    absl::StatusOr<Resolved> values = binder.Memory(output.values(), "output.values", value_bytes);
+    absl::StatusOr<Resolved> values = binder.Memory(*output.values, "output.values", value_bytes);
     if (!values.ok()) return values.status();
     if (absl::Status s = Binder::Fits(*values, elements, value_bytes, "output.values"); !s.ok()) {
       return s;
@@ -336,7 +330,7 @@ absl::Status BindOutput(const v1::RegionOutput& output, int64_t m, int32_t k, bo
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> BindEvent(const SessionRegions& session, const std::string& name,
+absl::StatusOr<void*> BindEvent(const SessionRegions& session, absl::string_view name,
                                 absl::string_view field, int32_t device, RegionBinding& binding) {
   absl::StatusOr<RegionLease> lease = session.Lease(name);
   if (!lease.ok()) {
@@ -370,63 +364,46 @@ absl::Status CheckNoFaults(const RegionBinding& binding) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContext* context,
-                                                      const RawSelectRequest& raw,
-                                                      const RowSource* inline_rows,
-                                                      RegionBinding& binding,
-                                                      SessionCache* cache) const {
-  if (absl::Status s = CheckAllowed(context); !s.ok()) return s;
-  const v1::SelectRequest& message = raw.by_reference;
-  const RequestLimits& limits = engine_->limits();
-  if (message.session_id().empty()) {
-    return absl::InvalidArgumentError("session_id: required when the request names regions");
+absl::Status CheckRegionRowBytes(const RowSource& rows, bool host_rows_read_in_place,
+                                 const RequestLimits& limits) {
+  const bool in_place = rows.device_ordinal() >= 0 ||
+                        (host_rows_read_in_place && rows.InPlaceHostFloats() != nullptr);
+  if (!in_place && rows.size_bytes() > static_cast<uint64_t>(limits.max_batch_bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "region_rows: the rows span ", rows.size_bytes(),
+        " bytes, over max_batch_bytes = ", limits.max_batch_bytes,
+        host_rows_read_in_place ? " (rows not 4-byte aligned are copied into the staging)"
+                                : " (this backend copies host rows into its staging)"));
   }
-  if (raw.k < 1 || raw.k > limits.max_k) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("k = ", raw.k, " is out of range [1, ", limits.max_k, "] (max_k)"));
-  }
-  SelectInput input{.k = raw.k,
-                    .options = SelectOptions{.sorted = raw.options.sorted(),
-                                             .deterministic = raw.options.deterministic()},
-                    .return_values = raw.options.return_values()};
-  // The session once per request (or once per stream, from its cache); its
-  // regions under its own reader lock.
-  absl::StatusOr<std::shared_ptr<const SessionRegions>> session;
-  if (cache != nullptr && cache->regions != nullptr && !cache->regions->closed() &&
-      cache->id == message.session_id()) {
-    session = cache->regions;
-  } else {
-    session = registry_.Find(message.session_id());
-    if (!session.ok()) return session.status();
-    if (cache != nullptr) *cache = SessionCache{.id = message.session_id(), .regions = *session};
-  }
-  Binder binder(**session, binding, served_gpus_.empty());
-  if (message.rows_case() == v1::SelectRequest::kRegionRows) {
-    absl::StatusOr<ScoreType> dtype =
-        ScoreTypeFromWire(message.region_rows().dtype(), "region_rows.dtype");
-    if (!dtype.ok()) return dtype.status();
-    input.dtype = *dtype;
-    if (absl::Status s = BindRows(message.region_rows(), limits,
-                                  engine_->reads_host_rows_in_place(), binder, binding, input);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BoundSelect> BindReferences(const SessionRegions& session,
+                                           const SelectReferences& refs, const BindingRules& rules,
+                                           RegionBinding& binding) {
+  BoundSelect input;
+  Binder binder(session, binding, rules.cpu_backend);
+  if (refs.region_rows.has_value()) {
+    if (!refs.region_rows->dtype.ok()) return refs.region_rows->dtype.status();
+    input.dtype = *refs.region_rows->dtype;
+    if (absl::Status s = BindRows(*refs.region_rows, rules.limits, rules.host_rows_read_in_place,
+                                  binder, binding, input);
         !s.ok()) {
       return s;
     }
-  } else if (message.rows_case() == v1::SelectRequest::kInlineRows && inline_rows != nullptr) {
-    absl::StatusOr<ScoreType> dtype = ScoreTypeFromWire(raw.dtype, "inline_rows.dtype");
-    if (!dtype.ok()) return dtype.status();
-    input.dtype = *dtype;
-    absl::StatusOr<int32_t> longest = ValidateSelect(
-        raw.k, raw.num_lengths, raw.lengths, inline_rows->size_bytes(), limits, input.dtype);
-    if (!longest.ok()) return longest.status();
-    input.lengths = raw.lengths;
-    input.rows = inline_rows;
-    input.num_rows = raw.num_lengths;
-    input.max_length = *longest;
+  } else if (refs.inline_rows.has_value()) {
+    if (!refs.inline_rows->ok()) return refs.inline_rows->status();
+    const InlineRows& rows = **refs.inline_rows;
+    input.dtype = rows.dtype;
+    input.lengths = rows.lengths;
+    input.rows = rows.rows;
+    input.num_rows = static_cast<int64_t>(rows.lengths.size());
+    input.max_length = rows.max_length;
   } else {
     return absl::InvalidArgumentError("rows: no rows given (set inline_rows or region_rows)");
   }
-  if (message.has_output()) {
-    if (absl::Status s = BindOutput(message.output(), input.num_rows, raw.k, input.return_values,
+  if (refs.output.has_value()) {
+    if (absl::Status s = BindOutput(*refs.output, input.num_rows, refs.k, refs.return_values,
                                     ScoreTypeBytes(input.dtype), binder, binding.output);
         !s.ok()) {
       return s;
@@ -436,21 +413,20 @@ absl::StatusOr<SelectInput> RegionService::BindSelect(grpc::CallbackServerContex
     if (absl::Status s = CheckNoOverlap(binder.touched()); !s.ok()) return s;
   }
   const int32_t device = binder.device();
-  const v1::GpuOrdering& ordering = message.ordering();
-  if (!ordering.wait_event().empty() || !ordering.record_event().empty()) {
+  if (!refs.wait_event.empty() || !refs.record_event.empty()) {
     if (device < 0) {
       return absl::InvalidArgumentError(
           "ordering: CUDA events order GPU regions; this request's regions are on the host");
     }
-    if (!ordering.wait_event().empty()) {
+    if (!refs.wait_event.empty()) {
       absl::StatusOr<void*> event =
-          BindEvent(**session, ordering.wait_event(), "ordering.wait_event", device, binding);
+          BindEvent(session, refs.wait_event, "ordering.wait_event", device, binding);
       if (!event.ok()) return event.status();
       input.ordering.wait = *event;
     }
-    if (!ordering.record_event().empty()) {
+    if (!refs.record_event.empty()) {
       absl::StatusOr<void*> event =
-          BindEvent(**session, ordering.record_event(), "ordering.record_event", device, binding);
+          BindEvent(session, refs.record_event, "ordering.record_event", device, binding);
       if (!event.ok()) return event.status();
       input.ordering.record = *event;
     }

@@ -1,4 +1,4 @@
-#include "server/transport/region_overlap.h"
+#include "server/regions/region_overlap.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "server/engine/region_registry.h"
+#include "server/regions/region_registry.h"
 
 #include <algorithm>
 #include <random>

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "server/backends/region.h"
+#include "server/regions/region.h"
 
 namespace topk::server {
 
