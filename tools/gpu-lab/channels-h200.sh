@@ -54,7 +54,7 @@ mps_on() {
 mps_off() { echo quit | nvidia-cuda-mps-control; sleep 1; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY; }
 run_test() {  # extra args
   local t0=$SECONDS
-  timeout 240 python3 "$root/python-tests/channel_torch_test.py" --target "unix:$sock" "$@" \
+  timeout "${TEST_TIMEOUT:-240}" python3 "$root/python-tests/channel_torch_test.py" --target "unix:$sock" "$@" \
     >"$out/channel_test_$tag.log" 2>&1
   note "channel_torch_test ($tag) rc=$? $((SECONDS - t0)) s: $(tail -3 "$out/channel_test_$tag.log" | tr '\n' ' ')"
 }
