@@ -64,6 +64,12 @@ ABSL_FLAG(bool, staging_streaming_stores, Defaults().backends.staging_streaming_
           "instead of through the caches");
 ABSL_FLAG(int, queue_depth, Defaults().engine.queue_depth,
           "requests waiting per device before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, device_probe_ms, Defaults().engine.device_probe_ms,
+          "probe every device's context this often (0: never); a lost one is marked unusable "
+          "even while the server is idle");
+ABSL_FLAG(bool, exit_on_device_lost, true,
+          "shut down (lame duck, then exit) once no usable device is left, so that an "
+          "orchestrator restarts the server");
 ABSL_FLAG(int64_t, max_queue_delay_us, Defaults().engine.max_queue_delay_us,
           "longest a request waits for compatible requests to share its launch (0: no "
           "coalescing)");
@@ -293,6 +299,8 @@ int main(int argc, char** argv) {
   options.backends.staging_streaming_stores = absl::GetFlag(FLAGS_staging_streaming_stores);
   options.engine.queue_depth = absl::GetFlag(FLAGS_queue_depth);
   options.engine.max_queue_delay_us = absl::GetFlag(FLAGS_max_queue_delay_us);
+  options.engine.device_probe_ms = absl::GetFlag(FLAGS_device_probe_ms);
+  options.exit_on_device_lost = absl::GetFlag(FLAGS_exit_on_device_lost);
   options.engine.limits = {.max_k = absl::GetFlag(FLAGS_max_k),
                            .max_rows = absl::GetFlag(FLAGS_max_rows),
                            .max_width = absl::GetFlag(FLAGS_max_width),

@@ -1,10 +1,12 @@
 #include "server/server.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <new>
 #include <sstream>
@@ -139,11 +141,14 @@ void LogStartupSummary(const ServerOptions& options, const Engine& engine) {
 
 // Creates the backends and the engine; an allocation the limits make
 // impossible is an error that names them, not an abort.
-absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServerOptions& options) {
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const ServerOptions& options,
+                                                     std::function<void()> on_no_usable_device) {
   try {
     absl::StatusOr<Backends> backends = CreateBackends(options.backends);
     if (!backends.ok()) return backends.status();
-    return Engine::Create(options.engine, *std::move(backends));
+    EngineOptions engine = options.engine;
+    engine.on_no_usable_device = std::move(on_no_usable_device);
+    return Engine::Create(engine, *std::move(backends));
   } catch (const std::bad_alloc&) {
   } catch (const std::length_error&) {
   }
@@ -254,7 +259,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         spdlog::debug("protobuf {}:{}: {}", file, line, message);
       });
   auto server = absl::WrapUnique(new Server());
-  absl::StatusOr<std::unique_ptr<Engine>> engine = CreateEngine(options);
+  server->exit_on_device_lost_ = options.exit_on_device_lost;
+  Server* lost = server.get();
+  absl::StatusOr<std::unique_ptr<Engine>> engine =
+      CreateEngine(options, [lost] { lost->OnDeviceLost(); });
   if (!engine.ok()) return engine.status();
   server->engine_ = *std::move(engine);
   server->metrics_ = std::make_unique<Metrics>(*server->engine_, TOPK_VERSION);
@@ -292,11 +300,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                     .enable_echo = options.enable_echo,
                     .max_recv_message_bytes = options.max_recv_message_bytes,
                     .max_send_message_bytes = options.max_send_message_bytes,
-                    .on_device_lost =
-                        [raw] {
-                          spdlog::critical("every device is unusable: health NOT_SERVING");
-                          raw->SetServing(false);
-                        },
+                    .on_device_lost = [raw] { raw->OnDeviceLost(); },
                     .regions = options.regions,
                     .call_limits = std::move(call_limits),
                     .channels = server->channels_.get()});
@@ -358,7 +362,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                  options.metrics_listen.substr(0, options.metrics_listen.rfind(':')),
                  server->metrics_port_);
   }
-  server->SetServing(eng.usable());
+  server->started_.store(true, std::memory_order_release);
+  server->SetServing(eng.usable() && !server->device_lost_.load());
   LogStartupSummary(options, eng);
   spdlog::info("topk-server {} listening on {} ({} backend, {} device(s), {})", TOPK_VERSION,
                server->address(), eng.backend_name(), eng.devices().size(),
@@ -369,6 +374,17 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
 std::string Server::address() const { return port_ == 0 ? host_ : absl::StrCat(host_, ":", port_); }
+
+void Server::OnDeviceLost() {
+  if (device_lost_.exchange(true)) return;
+  spdlog::critical("every device is unusable: health NOT_SERVING{}",
+                   exit_on_device_lost_ ? "; shutting down (--exit_on_device_lost) so that the "
+                                          "server can be restarted on a working context"
+                                        : "");
+  if (started_.load(std::memory_order_acquire)) SetServing(false);
+  // The process's own SIGTERM path: lame duck, the drain, then exit.
+  if (exit_on_device_lost_) kill(getpid(), SIGTERM);
+}
 
 void Server::SetServing(bool serving) {
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();

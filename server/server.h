@@ -5,6 +5,7 @@
 // benchmarks run it in-process.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -64,6 +65,13 @@ struct ServerOptions {
   ChannelLimits channels;
   BackendOptions backends;
   EngineOptions engine;
+  // When no usable device is left (a call's sticky error, or the engine's
+  // device probe): also shut down as on SIGTERM (lame duck, then exit), so
+  // that an orchestrator restarts the server; under MPS the daemon admits no
+  // new client until every client of the faulted GPU has exited. topk-server
+  // sets it (--exit_on_device_lost, default true); in-process servers keep
+  // serving NOT_SERVING.
+  bool exit_on_device_lost = false;
 };
 
 // The service name clients probe with grpc.health.v1 (the empty name
@@ -110,11 +118,17 @@ class Server {
  private:
   Server() = default;
   void SetServing(bool serving);
+  // NOT_SERVING (once), and the shutdown signal with exit_on_device_lost;
+  // from any thread (a reactor's, or the engine's device probe).
+  void OnDeviceLost();
 
   std::string host_;
   int port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;
+  bool exit_on_device_lost_ = false;
+  std::atomic<bool> device_lost_{false};
+  std::atomic<bool> started_{false};  // the gRPC server (and its health service) exists
   std::unique_ptr<Engine> engine_;
   // After the engine (its executors run on the engine's devices), before
   // the service that hands it calls.

@@ -167,6 +167,11 @@ class Device {
   }
   // Whether this device's contexts are MPS clients (false on the host).
   virtual bool mps() const { return false; }
+  // A cheap round trip through the device's context (called from one thread,
+  // the engine's device watch): an error when the context is lost, which a
+  // GPU can be with no call of ours failing (another MPS client's fatal
+  // fault poisons every client's context). OK on the host.
+  virtual absl::Status Probe() { return absl::OkStatus(); }
 };
 
 // results.values[r * k + j] = the score at results.indices[r * k + j] of row

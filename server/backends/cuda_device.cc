@@ -15,6 +15,7 @@
 #include "server/backends/cuda_channel.h"
 #include "server/backends/cuda_worker.h"
 #include "topk/cuda/device_uuid.h"
+#include "topk/cuda/resources.h"
 #include "topk/cuda/status.h"
 #include "topk/cuda_selector.h"
 #endif
@@ -67,6 +68,24 @@ class CudaDevice final : public Device {
     return CreateCudaWorker(ordinal_, use_graphs_, copy_pool_, staging_stores_, limits);
   }
 
+  // An event recorded on a stream of the probe's own and queried: both go
+  // through the context, so a sticky error there comes back here.
+  absl::Status Probe() override {
+    TOPK_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal_));
+    if (probe_stream_ == nullptr) {
+      absl::StatusOr<cuda::Stream> stream = cuda::CreateStream();
+      if (!stream.ok()) return stream.status();
+      absl::StatusOr<cuda::Event> event = cuda::CreateEvent(cudaEventDisableTiming);
+      if (!event.ok()) return event.status();
+      probe_stream_ = *std::move(stream);
+      probe_event_ = *std::move(event);
+    }
+    TOPK_CUDA_RETURN_IF_ERROR(cudaEventRecord(probe_event_.get(), probe_stream_.get()));
+    const cudaError_t state = cudaEventQuery(probe_event_.get());
+    if (state != cudaSuccess && state != cudaErrorNotReady) TOPK_CUDA_RETURN_IF_ERROR(state);
+    return absl::OkStatus();
+  }
+
   absl::StatusOr<std::unique_ptr<ChannelExecutor>> OpenChannel(const ChannelSpec& spec) override {
     return MakeCudaChannelExecutor(spec, ordinal_);
   }
@@ -79,6 +98,9 @@ class CudaDevice final : public Device {
   std::shared_ptr<CopyPool> copy_pool_;
   CopyStores staging_stores_;
   DeviceDescription description_;
+  // The device watch's (created on its first probe, on its thread).
+  cuda::Stream probe_stream_;
+  cuda::Event probe_event_;
 };
 
 absl::StatusOr<std::vector<int>> UsableCudaDevicesOrCudaError() {

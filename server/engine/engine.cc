@@ -3,8 +3,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "server/engine/clock.h"
 #include "server/engine/worker.h"
+#include "spdlog/spdlog.h"
 
 namespace topk::server {
 
@@ -30,6 +32,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   }
   if (options.max_queue_delay_us < 0) {
     return absl::InvalidArgumentError("--max_queue_delay_us must be >= 0");
+  }
+  if (options.device_probe_ms < 0) {
+    return absl::InvalidArgumentError("--device_probe_ms must be >= 0");
   }
   if (backends.devices.empty() || backends.workers_per_device < 1) {
     return absl::InvalidArgumentError("the engine needs at least one device and one worker");
@@ -61,7 +66,29 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& opti
   for (auto& slot : engine->slots_) {
     for (auto& worker : slot->workers) worker->Start();
   }
+  if (options.device_probe_ms > 0) engine->watch_ = std::thread([self] { self->WatchDevices(); });
   return engine;
+}
+
+bool Engine::ProbeDevices() {
+  for (auto& slot : slots_) {
+    if (!slot->state.usable.load(std::memory_order_acquire)) continue;
+    const absl::Status probe = slot->device->Probe();
+    if (!probe.ok() && slot->state.usable.exchange(false)) {
+      spdlog::critical("{}: marked unusable by its probe: {}", slot->description.name,
+                       probe.ToString());
+    }
+  }
+  return usable();
+}
+
+void Engine::WatchDevices() {
+  const absl::Duration period = absl::Milliseconds(options_.device_probe_ms);
+  while (!stop_watch_.WaitForNotificationWithTimeout(period)) {
+    if (ProbeDevices()) continue;
+    if (options_.on_no_usable_device) options_.on_no_usable_device();
+    return;
+  }
 }
 
 void Engine::Submit(SelectJob* job) { Place(QueuedJob{job, SteadyNowUs()}); }
@@ -114,6 +141,15 @@ void Engine::Place(const QueuedJob& queued) {
 }
 
 void Engine::Stop() {
+  if (!stop_watch_.HasBeenNotified()) stop_watch_.Notify();
+  if (watch_.joinable()) {
+    // From the probe's own callback: it returns right after.
+    if (watch_.get_id() == std::this_thread::get_id()) {
+      watch_.detach();
+    } else {
+      watch_.join();
+    }
+  }
   for (auto& slot : slots_) slot->state.queue.Close();
   for (auto& slot : slots_) {
     for (auto& worker : slot->workers) worker->Join();

@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "server/backends/backend.h"
 #include "server/backends/backend_factory.h"
 #include "server/engine/batch_sizes.h"
@@ -27,6 +30,13 @@ struct EngineOptions {
   // job is its own call.
   int64_t max_queue_delay_us = 100;
   RequestLimits limits;
+  // Every this many ms a thread probes each usable device (Device::Probe)
+  // and marks one whose context is lost unusable, so an idle server notices
+  // a lost GPU (e.g. another MPS client's fatal fault) before a client does.
+  // 0: no probing (devices turn unusable only when a call fails).
+  int64_t device_probe_ms = 500;
+  // Called once, from the probe's thread, when no usable device is left.
+  std::function<void()> on_no_usable_device;
 };
 
 // One device as the engine serves it, sampled now.
@@ -60,8 +70,14 @@ class Engine {
   // full, UNAVAILABLE when no device can serve it or the engine is stopping.
   void Submit(SelectJob* job);
 
-  // Stops taking jobs, lets the workers finish what is queued, joins them.
+  // Stops taking jobs, lets the workers finish what is queued, joins them
+  // and the device probe.
   void Stop();
+
+  // Probes every usable device once (Device::Probe) and marks those whose
+  // probe fails unusable; returns usable(). The probe thread's step, public
+  // for tests.
+  bool ProbeDevices();
 
   // False after a sticky device error on every device.
   bool usable() const;
@@ -94,12 +110,15 @@ class Engine {
   // Queues `queued` on a usable device that may serve it (a job from a
   // device that turned unusable keeps its place in time), or completes it.
   void Place(const QueuedJob& queued);
+  void WatchDevices();
 
   EngineOptions options_;
   std::string backend_name_;
   std::string backend_reason_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<size_t> next_slot_{0};  // where ties start, in turn
+  absl::Notification stop_watch_;
+  std::thread watch_;  // last: joined before the slots go
 };
 
 }  // namespace topk::server

@@ -219,6 +219,21 @@ class FakeDevice final : public Device {
     return std::make_unique<Worker>(ordinal_, log_, verdict_, *std::move(inner));
   }
   int workers_created() const { return workers_created_; }
+  // What Probe() answers (OK until set): the device watch's view of the
+  // context.
+  void SetProbe(absl::Status status) {
+    absl::MutexLock lock(&probe_mu_);
+    probe_ = std::move(status);
+  }
+  absl::Status Probe() override {
+    absl::MutexLock lock(&probe_mu_);
+    ++probes_;
+    return probe_;
+  }
+  int probes() const {
+    absl::MutexLock lock(&probe_mu_);
+    return probes_;
+  }
 
  private:
   class Worker final : public WorkerBackend {
@@ -251,6 +266,9 @@ class FakeDevice final : public Device {
   DeviceLog* log_;
   CallVerdict verdict_;
   int workers_created_ = 0;
+  mutable absl::Mutex probe_mu_;
+  absl::Status probe_;
+  int probes_ = 0;
 };
 
 inline RequestLimits SmallLimits() {

@@ -38,12 +38,24 @@ for mode in nomps mps; do
   lg=$!
   "$bin/client_fault" 2000 >"$out/fault_client_$mode.log" 2>&1
   note "$mode: faulting client: $(tr '\n' ' ' <"$out/fault_client_$mode.log")"
+  # The server's view after the fault: its health, and (with
+  # --exit_on_device_lost, the default) whether it shut itself down.
+  t_fault=$(date +%s%N)
+  seen=
+  for _ in $(seq 1 40); do
+    if ! kill -0 $server 2>/dev/null; then seen="server exited after $(( ($(date +%s%N) - t_fault) / 1000000 )) ms"; break; fi
+    if "$bin/topk-cli" --target="unix:$sock" health 2>&1 | grep -q NOT_SERVING; then
+      [ -z "$seen" ] && seen="NOT_SERVING after $(( ($(date +%s%N) - t_fault) / 1000000 )) ms"
+    fi
+    sleep 0.1
+  done
+  note "$mode: server after the fault: ${seen:-still SERVING after 4 s}"
   wait $lg
   note "$mode: channel client during the fault: $(cat "$out/fault_${mode}_during.rc"); $(grep -E -i 'error|refused|unavailable|p50' "$out/fault_${mode}_during.log" | head -4 | tr '\n' ' ')"
   note "$mode: health after: $("$bin/topk-cli" --target="unix:$sock" health 2>&1 | tr '\n' ' ')"
   note "$mode: a fresh client after: $(loadgen "${mode}_after" 2) $(grep -E -i 'error|p50' "$out/fault_${mode}_after.log" | head -3 | tr '\n' ' ')"
-  note "$mode: server log: $(grep -E -i 'critical|error|lost|mps' "$out/fault_server_$mode.log" | head -5 | tr '\n' ' ')"
-  kill -TERM $server 2>/dev/null; wait $server 2>/dev/null
+  note "$mode: server log: $(grep -E -i 'critical|error|lost|mps|exit|stopped' "$out/fault_server_$mode.log" | head -6 | tr '\n' ' ')"
+  kill -TERM $server 2>/dev/null; wait $server; note "$mode: server exit status $?"
   if [ $mode = mps ]; then
     note "mps: daemon log: $(grep -i -E 'fault|error|exit' "$CUDA_MPS_LOG_DIRECTORY"/*.log 2>/dev/null | tail -5 | tr '\n' ' ')"
     echo quit | nvidia-cuda-mps-control; sleep 1
