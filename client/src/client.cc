@@ -128,10 +128,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& opt
     credentials = grpc::InsecureChannelCredentials();
   }
   grpc::ChannelArguments args;
-  const int max_bytes = static_cast<int>(
-      std::clamp<int64_t>(options.max_message_bytes, 0, std::numeric_limits<int>::max()));
-  args.SetMaxReceiveMessageSize(max_bytes);
-  args.SetMaxSendMessageSize(max_bytes);
+  auto limit = [&](int64_t bytes) {
+    return static_cast<int>(std::clamp<int64_t>(bytes > 0 ? bytes : options.max_message_bytes, 0,
+                                                std::numeric_limits<int>::max()));
+  };
+  args.SetMaxReceiveMessageSize(limit(options.max_receive_message_bytes));
+  args.SetMaxSendMessageSize(limit(options.max_send_message_bytes));
   if (!options.tls_server_name.empty()) {
     args.SetSslTargetNameOverride(options.tls_server_name);
   }

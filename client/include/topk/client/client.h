@@ -91,6 +91,9 @@ struct ClientOptions {
   std::string root_certs_pem;
   std::string tls_server_name;  // override the name checked in the server certificate
   int64_t max_message_bytes = int64_t{1} << 30;
+  // Per direction when > 0, else max_message_bytes (grpcio's two limits).
+  int64_t max_send_message_bytes = 0;
+  int64_t max_receive_message_bytes = 0;
   // Client-side load balancing over every address the target resolves to
   // ("round_robin" spreads calls; "" is gRPC's default, pick_first). A
   // multi-address target: "ipv4:10.0.0.1:50051,10.0.0.2:50051", or a DNS
