@@ -19,6 +19,10 @@ In process, on this process's GPU and CUDA stream (libtopk_c.so; no server):
     from topk_client import InProcessSelector
     indices = InProcessSelector().select(scores, lengths, k=2048)   # CUDA tensors
 
+TopKClient.select and every ZeroCopyClient call go through the native core
+(libtopk_client_c.so, the C++ client by ctypes) when the package finds it,
+else through grpcio: same arguments and errors (topk_client._native).
+
 Zero-copy (rows and answers by reference, the server on the same host):
 
     from topk_client import ZeroCopyClient
@@ -31,13 +35,14 @@ from topk_client._checks import RegionError  # noqa: F401
 from topk_client.inprocess import InProcessSelector  # noqa: F401
 
 _RPC_NAMES = ("TopKClient", "AsyncTopKClient", "SelectResult", "pack_rows", "channel_options",
-              "ZeroCopyClient", "RegionSession", "SelectError", "SelectPipeline",
+              "ZeroCopyClient", "RegionSession", "SelectError", "CallError", "SelectPipeline",
               "bf16_to_float", "float_to_bf16", "Channel", "ChannelError")
 try:
     from topk_client.aio import AsyncTopKClient  # noqa: F401
     from topk_client.client import (  # noqa: F401
         SelectResult, TopKClient, channel_options, pack_rows)
     from topk_client.dtypes import bf16_to_float, float_to_bf16  # noqa: F401
+    from topk_client._errors import CallError  # noqa: F401
     from topk_client.regions import (  # noqa: F401
         RegionSession, SelectError, SelectPipeline, ZeroCopyClient)
     from topk_client.channel import Channel, ChannelError  # noqa: F401

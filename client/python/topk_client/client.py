@@ -7,6 +7,7 @@ from typing import Iterable, List, Optional, Sequence, Tuple, Union
 import grpc
 import numpy as np
 
+from topk_client import _native
 from topk_client._stubs import health_pb2, topk_pb2, topk_pb2_grpc  # noqa: F401
 from topk_client.dtypes import as_wire_rows, decode_values
 
@@ -28,10 +29,10 @@ class SelectResult:
     total_us: int
 
 
-def pack_rows(rows: Rows, lengths=None, element="<f4") -> Tuple[bytes, List[int]]:
-    """Packs rows into (scores bytes, lengths): the wire layout, valid
-    prefixes back to back, as `element`s (the numpy type of the wire's
-    ScoreType: "<f4", "<f2", or "<u2" for BF16 patterns)."""
+def _row_layout(rows: Rows, lengths, element):
+    """The rows as they will be sent, before packing, with pack_rows' checks:
+    (matrix, lengths) for 2-D rows, row r being matrix[r, :lengths[r]]
+    (lengths an int64 array), or (list of 1-D arrays, None) for ragged rows."""
     if lengths is not None:
         matrix = np.asarray(rows, dtype=element)
         if matrix.ndim != 2:
@@ -42,18 +43,44 @@ def pack_rows(rows: Rows, lengths=None, element="<f4") -> Tuple[bytes, List[int]
             raise ValueError(f"{lengths.shape[0]} lengths for {m} rows")
         if m and (lengths.min() < 0 or lengths.max() > n):
             raise ValueError(f"lengths must lie in [0, {n}]")
-        if m and lengths.min() == n:
-            scores = np.ascontiguousarray(matrix).ravel()
-        else:
-            # Row-major boolean indexing keeps each row's prefix, in row order.
-            scores = matrix[np.arange(n)[None, :] < lengths[:, None]]
-        return scores.tobytes(), [int(x) for x in lengths]
+        return matrix, lengths
     if isinstance(rows, np.ndarray) and rows.ndim == 2:
         matrix = np.ascontiguousarray(rows, dtype=element)
-        return matrix.tobytes(), [matrix.shape[1]] * matrix.shape[0]
-    arrays = [np.ascontiguousarray(r, dtype=element).ravel() for r in rows]
-    scores = np.concatenate(arrays) if arrays else np.zeros(0, dtype=element)
-    return scores.tobytes(), [int(a.size) for a in arrays]
+        return matrix, np.full(matrix.shape[0], matrix.shape[1], dtype=np.int64)
+    return [np.ascontiguousarray(r, dtype=element).ravel() for r in rows], None
+
+
+def pack_rows(rows: Rows, lengths=None, element="<f4") -> Tuple[bytes, List[int]]:
+    """Packs rows into (scores bytes, lengths): the wire layout, valid
+    prefixes back to back, as `element`s (the numpy type of the wire's
+    ScoreType: "<f4", "<f2", or "<u2" for BF16 patterns)."""
+    data, lengths = _row_layout(rows, lengths, element)
+    if lengths is None:
+        scores = np.concatenate(data) if data else np.zeros(0, dtype=element)
+        return scores.tobytes(), [int(a.size) for a in data]
+    m, n = data.shape
+    if m and lengths.min() == n:
+        scores = np.ascontiguousarray(data).ravel()
+    else:
+        # Row-major boolean indexing keeps each row's prefix, in row order.
+        scores = data[np.arange(n)[None, :] < lengths[:, None]]
+    return scores.tobytes(), [int(x) for x in lengths]
+
+
+def _row_starts(rows: Rows, lengths, element):
+    """What the native core packs from (no copy of the scores): row start
+    addresses (int64) and lengths (int32), plus the arrays that hold the
+    rows (kept alive by the caller for the call)."""
+    data, lengths = _row_layout(rows, lengths, element)
+    if lengths is None:
+        starts = np.fromiter((a.__array_interface__["data"][0] for a in data), dtype=np.int64,
+                             count=len(data))
+        return starts, np.fromiter((a.size for a in data), dtype=np.int32, count=len(data)), data
+    if data.shape[0] and data.strides[1] != data.itemsize:
+        data = np.ascontiguousarray(data)
+    base = data.__array_interface__["data"][0]
+    starts = base + np.arange(data.shape[0], dtype=np.int64) * data.strides[0]
+    return starts, lengths.astype(np.int32), data
 
 
 def channel_options(max_send_message_bytes: int = 1 << 30,
@@ -129,23 +156,59 @@ def _health_method(channel):
         response_deserializer=messages.HealthCheckResponse.FromString)
 
 
+def _native_client(native, target, credentials, max_message_bytes, max_send_message_bytes,
+                   max_receive_message_bytes, load_balancing_policy, options):
+    """The native core's client for these arguments, or None (grpcio). TLS
+    credentials and raw grpcio channel options are grpcio's alone: with
+    them the core is not used (and asking for it is an error)."""
+    lib = _native.resolve(native)
+    if lib is None:
+        return None
+    if credentials is not None or options:
+        if native is None:
+            return None
+        raise ValueError("native: the native RPC core takes neither credentials nor raw grpcio "
+                         "options; pass native=False (grpcio) for them")
+    return _native.NativeClient(lib, target, max_send_message_bytes or max_message_bytes,
+                                max_receive_message_bytes or max_message_bytes,
+                                load_balancing_policy)
+
+
 class TopKClient:
     """A channel to topk-server (one address, or several with a load-balancing
-    policy); safe to share between threads. For asyncio: AsyncTopKClient."""
+    policy); safe to share between threads. For asyncio: AsyncTopKClient.
+
+    native: inline select() goes through the native core (libtopk_client_c.so,
+    topk_client._native) when it is found, else grpcio; True requires it, a
+    path names it, False keeps to grpcio. Same arguments, checks, answers and
+    error types either way (a failed call: a grpc.RpcError with code() and
+    details()). Everything else (streaming, futures, stats, health) is
+    grpcio's."""
 
     def __init__(self, target: str = "127.0.0.1:50051", *, credentials=None,
                  max_message_bytes: int = 1 << 30,
                  max_send_message_bytes: Optional[int] = None,
                  max_receive_message_bytes: Optional[int] = None,
                  load_balancing_policy: Optional[str] = None,
-                 options: Sequence[Tuple[str, object]] = ()):
+                 options: Sequence[Tuple[str, object]] = (),
+                 native: Union[bool, str, None] = None):
+        self._native = _native_client(native, target, credentials, max_message_bytes,
+                                      max_send_message_bytes, max_receive_message_bytes,
+                                      load_balancing_policy, options)
         self._channel = _open_channel(grpc, target, credentials, max_message_bytes,
                                       max_send_message_bytes, max_receive_message_bytes,
                                       load_balancing_policy, options)
         self._stub = topk_pb2_grpc.TopKStub(self._channel)
         self._health = None
 
+    @property
+    def native(self) -> bool:
+        """Whether select() goes through the native core."""
+        return self._native is not None
+
     def close(self):
+        if self._native is not None:
+            self._native.close()
         self._channel.close()
 
     def __enter__(self):
@@ -163,9 +226,42 @@ class TopKClient:
         dtype ("fp32" | "bf16" | "fp16"): the type the rows travel as; None
         infers it (float16 arrays and tensors: fp16, torch.bfloat16: bf16,
         else fp32). uint16 arrays are raw BF16 / FP16 patterns and need it."""
+        if self._native is not None:
+            return self._select_native(rows, k, lengths, sorted, deterministic, return_values,
+                                       request_id, timeout, dtype)
         request = _select_request(rows, k, lengths, sorted, deterministic, return_values,
                                   request_id, dtype)
         return _decode(self._stub.Select(request, timeout=timeout))
+
+    def _select_native(self, rows, k, lengths, sorted, deterministic, return_values,
+                       request_id, timeout, dtype) -> SelectResult:
+        rows, wire, element = as_wire_rows(rows, dtype)
+        starts, row_lengths, held = _row_starts(rows, lengths, element)
+        m = starts.shape[0]
+        indices = np.empty((m, k), dtype=np.int32) if k > 0 else np.empty((m, 0), np.int32)
+        values = np.empty((m, k), dtype=element) if return_values and k > 0 else None
+        state = self._native.state()
+        request, answer = state.request, state.answer
+        request.k, request.num_rows, request.dtype = k, m, wire
+        request.options = ((_native.SORTED if sorted else 0) |
+                           (_native.DETERMINISTIC if deterministic else 0) |
+                           (_native.RETURN_VALUES if return_values else 0))
+        request.rows = starts.__array_interface__["data"][0] if m else None
+        request.lengths = row_lengths.__array_interface__["data"][0] if m else None
+        request.request_id = request_id.encode() if request_id else None
+        request.timeout_us = int(timeout * 1e6) if timeout else 0
+        answer.indices = indices.__array_interface__["data"][0]
+        answer.values = values.__array_interface__["data"][0] if values is not None else None
+        answer.capacity = indices.size
+        self._native.select_inline(state)
+        del held  # the rows were packed by the call
+        if answer.num_rows != m or answer.k != k:  # the core fills what the server sent
+            indices = indices.reshape(-1)[:answer.num_rows * answer.k].reshape(
+                answer.num_rows, answer.k)
+            values = None if values is None else values.reshape(-1)[
+                :answer.num_rows * answer.k].reshape(answer.num_rows, answer.k)
+        t = answer.timings
+        return SelectResult(indices, values, t.queue_us, t.device_us, t.total_us)
 
     def select_future(self, rows: Rows, k: int, *, lengths=None, sorted: bool = False,
                       deterministic: bool = False, return_values: bool = False,

@@ -37,7 +37,7 @@ import os
 import threading
 from typing import Optional
 
-from topk_client import _checks
+from topk_client import _checks, _library
 from topk_client._checks import RegionError  # noqa: F401  (the error type of both paths)
 
 _LIBRARY_NAME = "libtopk_c.so"
@@ -53,24 +53,14 @@ _ROW_REASONS = {1: "NaN in its valid prefix", 2: "length outside [0, N]"}
 
 def library_candidates(library: Optional[str] = None) -> list:
     """The paths load_library tries, in order (see the module docstring)."""
-    if library:
-        return [library]
-    if os.environ.get("TOPK_LIBRARY"):
-        return [os.environ["TOPK_LIBRARY"]]
-    paths = [os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIBRARY_NAME)]
-    prefixes = []
-    for variable in ("TOPK_PREFIX", "CMAKE_PREFIX_PATH"):
-        prefixes += [p for p in os.environ.get(variable, "").split(":") if p]
-    for prefix in prefixes + ["/usr/local"]:
-        paths += [os.path.join(prefix, lib, _LIBRARY_NAME) for lib in ("lib", "lib64")]
-    return paths
+    return _library.candidates(_LIBRARY_NAME, "TOPK_LIBRARY", library)
 
 
 def load_library(library: Optional[str] = None) -> ctypes.CDLL:
     """libtopk_c.so loaded, its functions typed; RuntimeError when none of
     the candidates is there or the one found is not the C ABI (version 2+)."""
     candidates = library_candidates(library)
-    explicit = bool(library or os.environ.get("TOPK_LIBRARY"))
+    explicit = _library.explicit("TOPK_LIBRARY", library)
     path = next((p for p in candidates if os.path.isfile(p)), None)
     if path is None:
         how = "the path given" if library else "TOPK_LIBRARY" if explicit else "looked in"

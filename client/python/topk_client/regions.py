@@ -16,7 +16,9 @@ memory shared with the server and travel by reference.
 
 Each select goes on a SelectPipeline stream the client keeps open (one
 message each way per request, no per-call setup); call="unary" sends one
-unary Select per request instead. The server must run with --enable_regions
+unary Select per request instead. With the native core (topk_client._native,
+the default when libtopk_client_c.so is found) the session and the selects
+are the C++ client's, at its cost; otherwise grpcio's. The server must run with --enable_regions
 and see this process as local (loopback or a unix socket). Ordering: by default the inputs are ready when
 the current CUDA stream reaches the call (an event recorded there is what
 the server waits on) and `out` is complete on that stream when select
@@ -25,21 +27,28 @@ the stream is synchronised before the request instead.
 """
 
 import contextlib
-import ctypes
 import hashlib
 import itertools
 import os
 import queue
 import threading
 from multiprocessing import shared_memory
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Union
 
 import grpc
 import numpy as np
 
-from topk_client import _checks
+from topk_client import _checks, _native, _ref_request
 from topk_client._checks import RegionError
+from topk_client._cuda_ipc import cuda_allocation_size, cuda_ipc_handle
+from topk_client._errors import SelectError
 from topk_client.client import TopKClient, _decode, topk_pb2
+
+
+class _Ref(NamedTuple):
+    """A place in a registered region (a RegionRef's two fields)."""
+    region: str
+    offset: int
 
 
 _PROOF_BYTES = 16
@@ -74,69 +83,6 @@ def _proving_ownership(shm_name: str, offset: int, session_id: str):
                 os.pwrite(fd, saved, at)
     finally:
         os.close(fd)
-
-
-def _cuda_allocation_size(pointer: int) -> Optional[int]:
-    """Bytes of the CUDA allocation holding `pointer` (from its base), by the
-    driver's address-range query; None when the driver cannot be asked."""
-    try:
-        libcuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return None
-    query = libcuda.cuMemGetAddressRange_v2
-    query.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t),
-                      ctypes.c_uint64]
-    base, size = ctypes.c_uint64(), ctypes.c_size_t()
-    if query(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(pointer)) != 0:
-        return None
-    return size.value
-
-
-# torch's sharing format for a storage's allocation (c10's caching
-# allocator): a version byte, a type byte, then the handle itself: 'c' for a
-# cudaMalloc'd segment (followed by its 64-byte cudaIpcMemHandle_t), 'e' for
-# an expandable segment (followed by torch's own description of its pages,
-# which no cudaIpcMemHandle_t can open). Older torch sent the 64 bytes alone.
-_TORCH_CUDA_MALLOC = ord("c")
-_TORCH_EXPANDABLE_SEGMENT = ord("e")
-_IPC_HANDLE_BYTES = 64
-
-
-def _cuda_ipc_handle(shared: bytes, what: str) -> bytes:
-    if len(shared) == _IPC_HANDLE_BYTES:
-        return shared
-    if len(shared) >= 2 and shared[1] == _TORCH_CUDA_MALLOC and \
-            len(shared) == 2 + _IPC_HANDLE_BYTES:
-        return shared[2:]
-    if len(shared) >= 2 and shared[1] == _TORCH_EXPANDABLE_SEGMENT:
-        raise RegionError(
-            f"{what}: this tensor's storage lives in an expandable segment, which cannot be "
-            "exported as a CUDA IPC memory handle: run with "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor")
-    raise RegionError(f"{what}: torch's sharing handle ({len(shared)} bytes, type "
-                      f"{shared[1:2]!r}) is not a format this client knows")
-
-
-_STATUS_CODES = {code.value[0]: code for code in grpc.StatusCode}
-
-
-class SelectError(grpc.RpcError):
-    """A request a SelectPipeline answered with an error: code() and
-    details() as a failed unary call's grpc.RpcError."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(message)
-        self._code = _STATUS_CODES.get(code, grpc.StatusCode.UNKNOWN)
-        self._message = message
-
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._message
-
-    def __str__(self):
-        return f"{self._code.name}: {self._message}"
 
 
 class SelectPipeline:
@@ -214,8 +160,9 @@ class RegionSession:
 class _HostRegion:
     """A numpy-visible POSIX shared-memory segment registered in a session."""
 
-    def __init__(self, session: RegionSession, name: str, nbytes: int):
+    def __init__(self, session, name: str, nbytes: int):
         self.name = name
+        self.cname = name.encode()
         self.shm = shared_memory.SharedMemory(create=True, size=nbytes)
         session.register(name, shm=topk_pb2.ShmRegion(shm_name="/" + self.shm.name, offset=0,
                                                       byte_size=nbytes))
@@ -235,19 +182,38 @@ class _HostRegion:
 
 class ZeroCopyClient:
     """A TopKClient plus a region session: select() takes torch CUDA tensors
-    or numpy arrays from shared_array() and sends them by reference."""
+    or numpy arrays from shared_array() and sends them by reference.
 
-    def __init__(self, target: str = "127.0.0.1:50051", call: str = "pipeline", **client_kwargs):
+    native: as TopKClient's (the client's choice is this one's): with the
+    native core (libtopk_client_c.so) the session, its registrations and its
+    selects are the C++ client's (pipelined on its stream, or unary); else
+    grpcio's. Same arguments, checks, answers and error types either way."""
+
+    def __init__(self, target: str = "127.0.0.1:50051", call: str = "pipeline", *,
+                 native: Union[bool, str, None] = None, **client_kwargs):
         if call not in ("pipeline", "unary"):
             raise ValueError("call: 'pipeline' or 'unary'")
-        self.client = TopKClient(target, **client_kwargs)
-        self.session = RegionSession(self.client)
-        self._pipeline = SelectPipeline(self.client._stub) if call == "pipeline" else None
+        self.client = TopKClient(target, native=native, **client_kwargs)
+        self._core = None
+        self._pipeline = None
+        if self.client._native is not None:
+            self._core = _native.NativeSession(self.client._native, unary=call == "unary")
+            self.session = _ref_request.NativeRegionSession(self._core, self.client._stub)
+        else:
+            self.session = RegionSession(self.client)
+            self._pipeline = SelectPipeline(self.client._stub) if call == "pipeline" else None
+        self._local = threading.local()  # the grpcio path's per-thread call state
         self._names = itertools.count()
         self._lock = threading.Lock()
         self._cuda_regions = {}   # (device, handle) -> (name, byte_size)
         self._host_regions = []
         self._events = {}         # device -> (ready, done) torch.cuda.Event
+        self._torch_types = None
+
+    @property
+    def native(self) -> bool:
+        """Whether calls go through the native core."""
+        return self._core is not None
 
     def close(self):
         for channel in list(getattr(self, "_channels", ())):
@@ -291,11 +257,12 @@ class ZeroCopyClient:
         self._host_regions.append(region)
         return np.ndarray(shape, dtype=dtype, buffer=region.shm.buf)
 
-    def _host_ref(self, array: np.ndarray, what: str):
+    def _host_place(self, array: np.ndarray, what: str):
+        """(region, offset) of an array in this session's shared memory."""
         for region in self._host_regions:
             offset = region.offset_of(array)
             if offset is not None:
-                return topk_pb2.RegionRef(region=region.name, offset=offset)
+                return region, offset
         raise RegionError(f"{what} is not in this session's shared memory: allocate it with "
                           "ZeroCopyClient.shared_array")
 
@@ -319,14 +286,14 @@ class ZeroCopyClient:
                 "allocations from expandable segments cannot: run with "
                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False, or copy the tensor") from e
         device, handle, storage_bytes, storage_offset = shared[0], shared[1], shared[2], shared[3]
-        handle = _cuda_ipc_handle(bytes(handle), what)
+        handle = cuda_ipc_handle(bytes(handle), what)
         base = storage.data_ptr() - storage_offset
         key = (device, handle)
         end = storage_offset + storage_bytes
         with self._lock:
             cached = self._cuda_regions.get(key)
             if cached is None or cached[1] < end:
-                size = _cuda_allocation_size(base) or end
+                size = cuda_allocation_size(base) or end
                 name = f"cuda{next(self._names)}"
                 self.session.register(name, cuda_ipc=topk_pb2.CudaIpcRegion(
                     ipc_handle=handle, offset=0, byte_size=max(size, end),
@@ -334,7 +301,7 @@ class ZeroCopyClient:
                 cached = (name, max(size, end))
                 self._cuda_regions[key] = cached
         offset = storage_offset + tensor.storage_offset() * tensor.element_size()
-        return topk_pb2.RegionRef(region=cached[0], offset=offset)
+        return _Ref(cached[0], offset)
 
     def _ordering_events(self, device):
         import torch
@@ -370,88 +337,149 @@ class ZeroCopyClient:
         reply). values: (M, >=k) like out, of the scores' type, to also get the
         selected values.
         Returns out (or the new indices)."""
-        is_torch = _checks.is_torch(scores)
         _checks.check_rows(scores)
-        m = scores.shape[0]
-        rows = topk_pb2.RegionRows(num_rows=m)
-        request = topk_pb2.SelectRequest(
-            k=k, request_id=request_id, session_id=self.session.id,
-            options=topk_pb2.SelectOptions(sorted=sorted, deterministic=deterministic,
-                                           return_values=values is not None))
-        if is_torch:
-            return self._select_torch(request, rows, scores, lengths, k, out, values, ordering)
-        return self._select_numpy(request, rows, scores, lengths, k, out, values, dtype)
+        state = self._call_state()
+        request = state.request
+        request.k = k
+        request.num_rows = scores.shape[0]
+        request.options = _ref_request.flags(sorted, deterministic, values is not None)
+        request.request_id = request_id.encode() if request_id else None
+        if _checks.is_torch(scores):
+            return self._select_torch(state, scores, lengths, k, out, values, ordering)
+        return self._select_numpy(state, scores, lengths, k, out, values, dtype)
 
-    def _select_torch(self, request, rows, scores, lengths, k, out, values, ordering):
+    def _call_state(self):
+        """This thread's request structure (the native core's, or our own)."""
+        if self._core is not None:
+            return self._core.state()
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = _native._CallState(_native.RefSelect)
+        return state
+
+    @staticmethod
+    def _set(ref, place):
+        ref.region, ref.offset = place
+
+    def _inline_lengths(self, state, lengths):
+        array = _ref_request.int32_lengths(lengths)
+        state.lengths = array  # alive for the call
+        request = state.request
+        request.lengths = array.__array_interface__["data"][0] if array.size else None
+        request.num_lengths = array.size
+        request.lengths_ref.region = None
+
+    def _no_inline_lengths(self, state):
+        state.lengths = None
+        state.request.lengths = None
+        state.request.num_lengths = 0
+
+    def _select_torch(self, state, scores, lengths, k, out, values, ordering):
         import torch
-        rows.dtype = _checks.score_type(
-            scores, {torch.float32: topk_pb2.SCORE_TYPE_FP32,
-                     torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
-                     torch.float16: topk_pb2.SCORE_TYPE_FP16})
+        if self._torch_types is None:
+            self._torch_types = {torch.float32: topk_pb2.SCORE_TYPE_FP32,
+                                 torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
+                                 torch.float16: topk_pb2.SCORE_TYPE_FP16}
+        request = state.request
+        request.dtype = _checks.score_type(scores, self._torch_types)
         device = scores.device
-        rows.scores.CopyFrom(self._cuda_ref(scores, "scores"))
-        rows.row_pitch = scores.stride(0)
+        ref = self._cuda_ref(scores, "scores")
+        self._set(request.scores, (ref.region.encode(), ref.offset))
+        request.row_pitch = scores.stride(0)
         if isinstance(lengths, torch.Tensor) and lengths.is_cuda:
             _checks.check_device_lengths(lengths, device, torch.int32)
-            rows.lengths_ref.CopyFrom(self._cuda_ref(lengths, "lengths"))
-            rows.width = scores.shape[1]
+            ref = self._cuda_ref(lengths, "lengths")
+            self._set(request.lengths_ref, (ref.region.encode(), ref.offset))
+            self._no_inline_lengths(state)
+            request.width = scores.shape[1]
         else:
-            rows.lengths.extend(int(x) for x in (lengths.tolist() if hasattr(lengths, "tolist")
-                                                 else lengths))
+            self._inline_lengths(state, lengths)
+            request.width = 0
         if out is None:
             out = torch.empty((scores.shape[0], k), dtype=torch.int32, device=device)
         _checks.check_outputs(scores, k, out, values, torch.int32)
-        request.region_rows.CopyFrom(rows)
-        request.output.indices.CopyFrom(self._cuda_ref(out, "out"))
-        request.output.row_stride = out.stride(0)
+        ref = self._cuda_ref(out, "out")
+        self._set(request.out_indices, (ref.region.encode(), ref.offset))
+        request.out_row_stride = out.stride(0)
         if values is not None:
             _checks.check_values_stride(out, values)
-            request.output.values.CopyFrom(self._cuda_ref(values, "values"))
+            ref = self._cuda_ref(values, "values")
+            self._set(request.out_values, (ref.region.encode(), ref.offset))
+        else:
+            request.out_values.region = None
         stream = torch.cuda.current_stream(device)
         if ordering == "event":
             ready, done = self._ordering_events(device.index)
             ready.record(stream)
-            request.ordering.wait_event = f"ready{device.index}"
-            request.ordering.record_event = f"done{device.index}"
+            request.wait_event = f"ready{device.index}".encode()
+            request.record_event = f"done{device.index}".encode()
         else:
             stream.synchronize()
-        self._send(request)
+            request.wait_event = request.record_event = None
+        self._send(state, in_reply=False)
         if ordering == "event":
             stream.wait_event(done)
         return out
 
-    def _select_numpy(self, request, rows, scores, lengths, k, out, values, dtype):
+    def _select_numpy(self, state, scores, lengths, k, out, values, dtype):
+        request = state.request
         if scores.dtype == np.float32 and dtype in (None, "fp32"):
-            rows.dtype = topk_pb2.SCORE_TYPE_FP32
+            request.dtype = topk_pb2.SCORE_TYPE_FP32
         elif scores.dtype == np.float16 and dtype in (None, "fp16"):
-            rows.dtype = topk_pb2.SCORE_TYPE_FP16
+            request.dtype = topk_pb2.SCORE_TYPE_FP16
         elif scores.dtype == np.uint16 and dtype in ("bf16", "fp16"):
-            rows.dtype = topk_pb2.SCORE_TYPE_BF16 if dtype == "bf16" else topk_pb2.SCORE_TYPE_FP16
+            request.dtype = (topk_pb2.SCORE_TYPE_BF16 if dtype == "bf16"
+                             else topk_pb2.SCORE_TYPE_FP16)
         else:
             raise RegionError("scores: float32, float16, or uint16 with dtype='bf16' or 'fp16'")
         if values is not None and values.itemsize != scores.itemsize:
             raise RegionError(f"values: {scores.itemsize}-byte elements, the scores' type")
-        rows.scores.CopyFrom(self._host_ref(scores, "scores"))
-        rows.row_pitch = scores.strides[0] // scores.itemsize
+        region, offset = self._host_place(scores, "scores")
+        self._set(request.scores, (region.cname, offset))
+        request.row_pitch = scores.strides[0] // scores.itemsize
+        request.width = 0
         if isinstance(lengths, np.ndarray) and self._owns(lengths):
-            rows.lengths_ref.CopyFrom(self._host_ref(np.ascontiguousarray(lengths), "lengths"))
+            region, offset = self._host_place(np.ascontiguousarray(lengths), "lengths")
+            self._set(request.lengths_ref, (region.cname, offset))
+            self._no_inline_lengths(state)
         else:
-            rows.lengths.extend(int(x) for x in lengths)
-        request.region_rows.CopyFrom(rows)
-        if out is not None:
-            request.output.indices.CopyFrom(self._host_ref(out, "out"))
-            request.output.row_stride = out.strides[0] // 4
+            self._inline_lengths(state, lengths)
+        request.wait_event = request.record_event = None
+        request.out_values.region = None
+        if out is None:
             if values is not None:
-                request.output.values.CopyFrom(self._host_ref(values, "values"))
-        elif values is not None:
-            raise RegionError("values: give out as well (or neither)")
-        response = self._send(request)
-        return out if out is not None else _decode(response).indices
+                raise RegionError("values: give out as well (or neither)")
+            request.out_indices.region = None
+            request.out_row_stride = 0
+            return self._send(state, in_reply=True)
+        region, offset = self._host_place(out, "out")
+        self._set(request.out_indices, (region.cname, offset))
+        request.out_row_stride = out.strides[0] // 4
+        if values is not None:
+            region, offset = self._host_place(values, "values")
+            self._set(request.out_values, (region.cname, offset))
+        self._send(state, in_reply=False)
+        return out
 
-    def _send(self, request):
+    def _send(self, state, in_reply: bool):
+        """Sends the call `state` describes; with in_reply, returns the
+        indices the reply carries."""
+        if self._core is not None:
+            indices = None
+            if in_reply:
+                request, answer = state.request, state.answer
+                indices = np.empty((request.num_rows, max(request.k, 0)), dtype=np.int32)
+                answer.indices = indices.__array_interface__["data"][0]
+                answer.values = None
+                answer.capacity = indices.size
+            self._core.select(state, in_reply)
+            return indices
+        request = _ref_request.to_proto(state.request, state.lengths, self.session.id)
         if self._pipeline is not None:
-            return self._pipeline.call(request)
-        return self.client._stub.Select(request)
+            response = self._pipeline.call(request)
+        else:
+            response = self.client._stub.Select(request)
+        return _decode(response).indices if in_reply else None
 
     def _owns(self, array: np.ndarray) -> bool:
         return any(region.offset_of(array) is not None for region in self._host_regions)
