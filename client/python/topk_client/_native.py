@@ -102,25 +102,42 @@ def _type(lib):
         function.restype = result
 
 
-_loaded = {}
+# One core per process: each copy of the library registers topk.proto's
+# generated descriptors with the process's one libprotobuf, which aborts on a
+# second registration. The first copy loaded serves every later request.
+_loaded = None  # (path, CDLL)
 _load_lock = threading.Lock()
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.samefile(a, b):
+        return True
+    with open(a, "rb") as first, open(b, "rb") as second:
+        return first.read() == second.read()  # a copy (the package's, say) of the same build
 
 
 def load_library(library: Optional[str] = None) -> Optional[C.CDLL]:
     """The core, typed; None when it is not installed (nothing explicit
     named). RuntimeError when the library asked for (by argument or
     TOPK_CLIENT_LIBRARY) is missing, or any found does not load or is not
-    this ABI version."""
+    this ABI version, or differs from the copy this process already loaded."""
+    global _loaded
+    explicit = _library.explicit(LIBRARY_VARIABLE, library)
     candidates = _library.candidates(LIBRARY_NAME, LIBRARY_VARIABLE, library)
     path = next((p for p in candidates if os.path.isfile(p)), None)
-    if path is None:
-        if _library.explicit(LIBRARY_VARIABLE, library):
-            how = "the path given" if library else LIBRARY_VARIABLE
-            raise RuntimeError(f"{LIBRARY_NAME} not found: {how} {candidates[0]}")
-        return None
     with _load_lock:
-        if path in _loaded:
-            return _loaded[path]
+        if _loaded is not None and (path is None or not explicit):
+            return _loaded[1]
+        if path is None:
+            if explicit:
+                how = "the path given" if library else LIBRARY_VARIABLE
+                raise RuntimeError(f"{LIBRARY_NAME} not found: {how} {candidates[0]}")
+            return None
+        if _loaded is not None:
+            if _same_file(path, _loaded[0]):
+                return _loaded[1]
+            raise RuntimeError(f"{path}: this process already loaded {LIBRARY_NAME} from "
+                               f"{_loaded[0]}, a different build; one copy per process")
         try:
             lib = C.CDLL(path)
         except OSError as e:
@@ -132,7 +149,7 @@ def load_library(library: Optional[str] = None) -> Optional[C.CDLL]:
             raise RuntimeError(f"{path}: C ABI version {lib.topk_rpc_abi_version()}, this "
                                f"package speaks {ABI_VERSION}")
         _type(lib)
-        _loaded[path] = lib
+        _loaded = (path, lib)
         return lib
 
 
