@@ -5,6 +5,9 @@ indices), on a SelectPipeline stream and with unary calls; a request the
 server refuses raises with its status and the stream goes on; and arrays
 outside the session's shared memory refused.
 
+Runs on whichever path the package picks (the native core when it finds
+libtopk_client_c.so, else grpcio) and says which.
+
 Usage: regions_shm_test.py --target unix:/path
 """
 import argparse
@@ -107,7 +110,8 @@ def run(target: str, call: str):
                                       half[r, chosen].view(np.uint16)), "values in the type"
                 nan = 0x7E00 if element is np.float16 else 0x7FC0
                 assert np.all(half_values[r, len(chosen):k].view(np.uint16) == nan), "NaN slots"
-    print(f"regions over shared memory ({call}): exact")
+        path = "native core" if topk.native else "grpcio"
+    print(f"regions over shared memory ({call}, {path}): exact")
 
 
 def main():
