@@ -221,7 +221,7 @@ def main():
         with TopKClient(target, native=False) as probe:
             probe.wait_for_serving(60)
         if args.transport == "ipc":
-            import torch  # noqa: F401  (the ipc paths need it; fail early)
+            __import__("torch")  # the ipc paths need it: fail before any work
         shapes = [("ref", s) for s in args.shapes.split(",") if s]
         if args.inline_shape:
             shapes.append(("inline", args.inline_shape))
