@@ -9,8 +9,9 @@ RPC core), in this order; the first that applies decides:
 An explicit path (1 or 2) is the only candidate: when it does not load, that
 is an error, not a reason to look elsewhere."""
 
+import ctypes
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -32,3 +33,18 @@ def candidates(name: str, variable: str, library: Optional[str] = None) -> List[
 def explicit(variable: str, library: Optional[str] = None) -> bool:
     """Whether candidates() names a single path the caller asked for."""
     return bool(library or os.environ.get(variable))
+
+
+def open_library(path: str, name: str, version_function: str) -> Tuple[ctypes.CDLL, int]:
+    """The library at `path` and what its version_function() returns;
+    RuntimeError when it does not load or is not `name` (no such function)."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise RuntimeError(f"{path}: cannot be loaded ({e})") from e
+    if not hasattr(lib, version_function):
+        raise RuntimeError(f"{path}: not {name} (it has no {version_function})")
+    function = getattr(lib, version_function)
+    function.argtypes = []
+    function.restype = ctypes.c_int
+    return lib, function()

@@ -138,16 +138,10 @@ def load_library(library: Optional[str] = None) -> Optional[C.CDLL]:
                 return _loaded[1]
             raise RuntimeError(f"{path}: this process already loaded {LIBRARY_NAME} from "
                                f"{_loaded[0]}, a different build; one copy per process")
-        try:
-            lib = C.CDLL(path)
-        except OSError as e:
-            raise RuntimeError(f"{path}: cannot be loaded ({e})") from e
-        if not hasattr(lib, "topk_rpc_abi_version"):
-            raise RuntimeError(f"{path}: not {LIBRARY_NAME} (it has no topk_rpc_abi_version)")
-        lib.topk_rpc_abi_version.restype = C.c_int32
-        if lib.topk_rpc_abi_version() != ABI_VERSION:
-            raise RuntimeError(f"{path}: C ABI version {lib.topk_rpc_abi_version()}, this "
-                               f"package speaks {ABI_VERSION}")
+        lib, version = _library.open_library(path, LIBRARY_NAME, "topk_rpc_abi_version")
+        if version != ABI_VERSION:
+            raise RuntimeError(f"{path}: C ABI version {version}, this package speaks "
+                               f"{ABI_VERSION}")
         _type(lib)
         _loaded = (path, lib)
         return lib
@@ -193,8 +187,28 @@ class _CallState:
         self.answer_ref = C.byref(self.answer)
 
 
-class NativeClient:
+class _Handle:
+    """An opaque handle of the core, closed once by close() or with the object."""
+
+    handle = None
+    _close_name = ""
+
+    def close(self):
+        if self.handle is not None:
+            getattr(self.lib, self._close_name)(self.handle)
+            self.handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+
+class NativeClient(_Handle):
     """A topk_rpc_client: one gRPC channel of the C++ client."""
+
+    _close_name = "topk_rpc_client_close"
 
     def __init__(self, lib, target: str, max_send_message_bytes: int = 0,
                  max_receive_message_bytes: int = 0,
@@ -226,21 +240,13 @@ class NativeClient:
         if code != 0:
             raise CallError(code, _text(state.message))
 
-    def close(self):
-        if self.handle is not None:
-            self.lib.topk_rpc_client_close(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
 
-class NativeSession:
+class NativeSession(_Handle):
     """A topk_rpc_session: a region session and its SelectPipeline stream
     (or unary selects), on a NativeClient's channel."""
+
+    _close_name = "topk_rpc_session_close"
 
     def __init__(self, client: NativeClient, unary: bool = False):
         self.lib = client.lib
@@ -299,13 +305,3 @@ class NativeSession:
         self._control(self.lib.topk_rpc_unregister_all, C.byref(count))
         return count.value
 
-    def close(self):
-        if self.handle is not None:
-            self.lib.topk_rpc_session_close(self.handle)
-            self.handle = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass

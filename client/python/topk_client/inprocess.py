@@ -66,15 +66,9 @@ def load_library(library: Optional[str] = None) -> ctypes.CDLL:
         how = "the path given" if library else "TOPK_LIBRARY" if explicit else "looked in"
         raise RuntimeError(f"{_LIBRARY_NAME} not found: {how} {', '.join(candidates)} (build it "
                            "with the CUDA backend: target topk_c; or set TOPK_LIBRARY)")
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        raise RuntimeError(f"{path}: cannot be loaded ({e})") from e
-    if not hasattr(lib, "topk_api_version"):
-        raise RuntimeError(f"{path}: not libtopk_c (it has no topk_api_version)")
-    lib.topk_api_version.restype = ctypes.c_int
-    if lib.topk_api_version() < _API_VERSION:
-        raise RuntimeError(f"{path}: C ABI version {lib.topk_api_version()}, this client needs "
+    lib, version = _library.open_library(path, "libtopk_c", "topk_api_version")
+    if version < _API_VERSION:
+        raise RuntimeError(f"{path}: C ABI version {version}, this client needs "
                            f"{_API_VERSION} (score types)")
     c = ctypes
     lib.topk_plan_create_v2.argtypes = [c.c_int, c.c_int32, c.c_int64, c.c_int64, c.c_int,

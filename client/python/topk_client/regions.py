@@ -208,7 +208,6 @@ class ZeroCopyClient:
         self._cuda_regions = {}   # (device, handle) -> (name, byte_size)
         self._host_regions = []
         self._events = {}         # device -> (ready, done) torch.cuda.Event
-        self._torch_types = None
 
     @property
     def native(self) -> bool:
@@ -338,23 +337,24 @@ class ZeroCopyClient:
         selected values.
         Returns out (or the new indices)."""
         _checks.check_rows(scores)
-        state = self._call_state()
-        request = state.request
-        request.k = k
-        request.num_rows = scores.shape[0]
-        request.options = _ref_request.flags(sorted, deterministic, values is not None)
-        request.request_id = request_id.encode() if request_id else None
+        common = (k, scores.shape[0], _ref_request.flags(sorted, deterministic, values is not None),
+                  request_id.encode() if request_id else None)
         if _checks.is_torch(scores):
-            return self._select_torch(state, scores, lengths, k, out, values, ordering)
-        return self._select_numpy(state, scores, lengths, k, out, values, dtype)
+            return self._select_torch(common, scores, lengths, k, out, values, ordering)
+        return self._select_numpy(common, scores, lengths, k, out, values, dtype)
 
-    def _call_state(self):
-        """This thread's request structure (the native core's, or our own)."""
+    def _call_state(self, common, dtype: int):
+        """This thread's request structure (the native core's, or our own),
+        its common fields filled: taken once the scores' type is known good."""
         if self._core is not None:
-            return self._core.state()
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = _native._CallState(_native.RefSelect)
+            state = self._core.state()
+        else:
+            state = getattr(self._local, "state", None)
+            if state is None:
+                state = self._local.state = _native._CallState(_native.RefSelect)
+        request = state.request
+        request.k, request.num_rows, request.options, request.request_id = common
+        request.dtype = dtype
         return state
 
     @staticmethod
@@ -374,14 +374,16 @@ class ZeroCopyClient:
         state.request.lengths = None
         state.request.num_lengths = 0
 
-    def _select_torch(self, state, scores, lengths, k, out, values, ordering):
+    _TORCH_TYPES = None  # torch dtype -> wire type, made on first use (torch is optional)
+
+    def _select_torch(self, common, scores, lengths, k, out, values, ordering):
         import torch
-        if self._torch_types is None:
-            self._torch_types = {torch.float32: topk_pb2.SCORE_TYPE_FP32,
-                                 torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
-                                 torch.float16: topk_pb2.SCORE_TYPE_FP16}
+        if ZeroCopyClient._TORCH_TYPES is None:
+            ZeroCopyClient._TORCH_TYPES = {torch.float32: topk_pb2.SCORE_TYPE_FP32,
+                                           torch.bfloat16: topk_pb2.SCORE_TYPE_BF16,
+                                           torch.float16: topk_pb2.SCORE_TYPE_FP16}
+        state = self._call_state(common, _checks.score_type(scores, ZeroCopyClient._TORCH_TYPES))
         request = state.request
-        request.dtype = _checks.score_type(scores, self._torch_types)
         device = scores.device
         ref = self._cuda_ref(scores, "scores")
         self._set(request.scores, (ref.region.encode(), ref.offset))
@@ -421,19 +423,19 @@ class ZeroCopyClient:
             stream.wait_event(done)
         return out
 
-    def _select_numpy(self, state, scores, lengths, k, out, values, dtype):
-        request = state.request
+    def _select_numpy(self, common, scores, lengths, k, out, values, dtype):
         if scores.dtype == np.float32 and dtype in (None, "fp32"):
-            request.dtype = topk_pb2.SCORE_TYPE_FP32
+            wire = topk_pb2.SCORE_TYPE_FP32
         elif scores.dtype == np.float16 and dtype in (None, "fp16"):
-            request.dtype = topk_pb2.SCORE_TYPE_FP16
+            wire = topk_pb2.SCORE_TYPE_FP16
         elif scores.dtype == np.uint16 and dtype in ("bf16", "fp16"):
-            request.dtype = (topk_pb2.SCORE_TYPE_BF16 if dtype == "bf16"
-                             else topk_pb2.SCORE_TYPE_FP16)
+            wire = topk_pb2.SCORE_TYPE_BF16 if dtype == "bf16" else topk_pb2.SCORE_TYPE_FP16
         else:
             raise RegionError("scores: float32, float16, or uint16 with dtype='bf16' or 'fp16'")
         if values is not None and values.itemsize != scores.itemsize:
             raise RegionError(f"values: {scores.itemsize}-byte elements, the scores' type")
+        state = self._call_state(common, wire)
+        request = state.request
         region, offset = self._host_place(scores, "scores")
         self._set(request.scores, (region.cname, offset))
         request.row_pitch = scores.strides[0] // scores.itemsize
