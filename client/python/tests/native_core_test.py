@@ -179,6 +179,62 @@ def check_parity(target):
             zc.close()
 
 
+def check_torch_path(target):
+    """The torch path's request building (_select_torch: places, pitch,
+    lengths, strides, values, ordering) on both paths, without a GPU: CPU
+    tensors viewing the session's shared memory stand in for CUDA tensors,
+    the CUDA-only steps (the type check, the IPC export, the stream)
+    replaced by their host equivalents. Exact answers, in place."""
+    try:
+        import torch
+    except ImportError:
+        return "skipped: no torch"
+    import types
+    from topk_client import _checks, regions
+    rng = np.random.default_rng(11)
+    saved = (_checks.score_type, torch.cuda.current_stream)
+    _checks.score_type = lambda scores, types_: types_[scores.dtype]
+    torch.cuda.current_stream = lambda device=None: types.SimpleNamespace(synchronize=lambda: None)
+    try:
+        for native in (False, True):
+            zc = ZeroCopyClient(target, native=native)
+            host = {}
+            storage = getattr(torch.Tensor, "untyped_storage", torch.Tensor.storage)  # torch < 2
+
+            def host_ref(tensor, what, zc=zc, host=host, storage=storage):
+                region, offset = zc._host_place(host[storage(tensor).data_ptr()], what)
+                return regions._Ref(region.name, offset + tensor.storage_offset() *
+                                    tensor.element_size())
+
+            zc._cuda_ref = host_ref
+            arrays = [zc.shared_array((6, 3000), np.float32), zc.shared_array((6, 40), np.int32),
+                      zc.shared_array((6, 40), np.float32)]
+            for a in arrays:
+                host[storage(torch.from_numpy(a)).data_ptr()] = a
+            arrays[0][:] = np.round(rng.standard_normal((6, 3000)) * 4)
+            scores, out, values = (torch.from_numpy(a) for a in arrays)
+            lengths = [2900, 0, 5, 1500, 2899, 32]  # rows of a (6, 2900) view, pitch 3000
+            for _ in range(2):  # the second call: the region cache's hit
+                out.fill_(-9)
+                got = zc.select(scores[:, :2900], lengths, 32, out=out, values=values,
+                                ordering="host", sorted=True)
+                assert got is out
+                for r, length in enumerate(lengths):
+                    want = min(32, length)
+                    row = arrays[0][r, :length]
+                    chosen = arrays[1][r, :want]
+                    assert np.all(arrays[1][r, want:32] == -1) and np.all(arrays[1][r, 32:] == -9)
+                    assert len(set(chosen.tolist())) == want and np.all(chosen < length)
+                    if want:
+                        kth = np.sort(row)[::-1][want - 1]
+                        assert row[chosen].min() == kth and np.sum(row > kth) <= want
+                        assert np.array_equal(arrays[2][r, :want], row[chosen])
+            zc.close()
+    finally:
+        _checks.score_type, torch.cuda.current_stream = saved
+    return "torch path (host stand-ins): exact on both paths"
+
+
 FALLBACK = """
 import os, sys, warnings
 from topk_client import TopKClient, ZeroCopyClient
@@ -255,6 +311,7 @@ def main():
     args = parser.parse_args()
     check_abi(_native.load_library(args.library), args.target)
     check_parity(args.target)
+    print(check_torch_path(args.target))
     check_fallback(args.target, args.library)
     print("native core: ABI checks, server refusals on both paths, exact answers, fallback ok")
     return 0

@@ -302,6 +302,18 @@ class ZeroCopyClient:
         offset = storage_offset + tensor.storage_offset() * tensor.element_size()
         return _Ref(cached[0], offset)
 
+    def _cuda_place(self, tensor, what: str):
+        """(region name, offset) of a tensor, as the request structure takes
+        them: _cuda_ref behind the channels' cache, so that a storage already
+        seen (while it lives) costs a dictionary lookup, not a CUDA IPC
+        handle from torch on every call."""
+        cache = self.__dict__.get("_cuda_cache")
+        if cache is None:
+            from topk_client.channel import _RegionCache  # channel imports this module
+            cache = self._cuda_cache = _RegionCache(self)
+        region, offset = cache.lookup(tensor, what, capturing=False)
+        return region.encode(), offset
+
     def _ordering_events(self, device):
         import torch
         with self._lock:
@@ -385,13 +397,11 @@ class ZeroCopyClient:
         state = self._call_state(common, _checks.score_type(scores, ZeroCopyClient._TORCH_TYPES))
         request = state.request
         device = scores.device
-        ref = self._cuda_ref(scores, "scores")
-        self._set(request.scores, (ref.region.encode(), ref.offset))
+        self._set(request.scores, self._cuda_place(scores, "scores"))
         request.row_pitch = scores.stride(0)
         if isinstance(lengths, torch.Tensor) and lengths.is_cuda:
             _checks.check_device_lengths(lengths, device, torch.int32)
-            ref = self._cuda_ref(lengths, "lengths")
-            self._set(request.lengths_ref, (ref.region.encode(), ref.offset))
+            self._set(request.lengths_ref, self._cuda_place(lengths, "lengths"))
             self._no_inline_lengths(state)
             request.width = scores.shape[1]
         else:
@@ -400,13 +410,11 @@ class ZeroCopyClient:
         if out is None:
             out = torch.empty((scores.shape[0], k), dtype=torch.int32, device=device)
         _checks.check_outputs(scores, k, out, values, torch.int32)
-        ref = self._cuda_ref(out, "out")
-        self._set(request.out_indices, (ref.region.encode(), ref.offset))
+        self._set(request.out_indices, self._cuda_place(out, "out"))
         request.out_row_stride = out.stride(0)
         if values is not None:
             _checks.check_values_stride(out, values)
-            ref = self._cuda_ref(values, "values")
-            self._set(request.out_values, (ref.region.encode(), ref.offset))
+            self._set(request.out_values, self._cuda_place(values, "values"))
         else:
             request.out_values.region = None
         stream = torch.cuda.current_stream(device)
