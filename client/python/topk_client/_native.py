@@ -192,6 +192,14 @@ class _Handle:
 
     handle = None
     _close_name = ""
+    _request_type = None  # the structure its selects take
+
+    def state(self) -> _CallState:
+        """This thread's request and answer structures (made on first use)."""
+        state = getattr(self._local, "state", None)
+        if state is None:
+            state = self._local.state = _CallState(self._request_type)
+        return state
 
     def close(self):
         if self.handle is not None:
@@ -209,6 +217,7 @@ class NativeClient(_Handle):
     """A topk_rpc_client: one gRPC channel of the C++ client."""
 
     _close_name = "topk_rpc_client_close"
+    _request_type = InlineSelect
 
     def __init__(self, lib, target: str, max_send_message_bytes: int = 0,
                  max_receive_message_bytes: int = 0,
@@ -227,11 +236,6 @@ class NativeClient(_Handle):
         self.handle = handle
         self._local = threading.local()
 
-    def state(self) -> _CallState:
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = _CallState(InlineSelect)
-        return state
 
     def select_inline(self, state: _CallState) -> None:
         """Sends state.request; the answer lands in state.answer's buffers."""
@@ -247,6 +251,7 @@ class NativeSession(_Handle):
     (or unary selects), on a NativeClient's channel."""
 
     _close_name = "topk_rpc_session_close"
+    _request_type = RefSelect
 
     def __init__(self, client: NativeClient, unary: bool = False):
         self.lib = client.lib
@@ -263,11 +268,6 @@ class NativeSession(_Handle):
         self.id = self.lib.topk_rpc_session_id(handle).decode()
         self._local = threading.local()
 
-    def state(self) -> _CallState:
-        state = getattr(self._local, "state", None)
-        if state is None:
-            state = self._local.state = _CallState(RefSelect)
-        return state
 
     def select(self, state: _CallState, answer: bool) -> None:
         """Sends state.request (an answer by reference, or into
