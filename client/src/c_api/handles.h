@@ -3,20 +3,16 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 
+#include "grpcpp/generic/generic_stub.h"
 #include "topk/client/client.h"
 #include "topk/client/regions.h"
 #include "topk/v1/topk.pb.h"
 
 struct topk_rpc_client {
   std::unique_ptr<topk::client::Client> client;
-  // An inline request reused from call to call: its score buffer keeps its
-  // capacity, so a steady stream of same-sized batches allocates (and
-  // faults in) those bytes once, as a caller replaying one prebuilt request
-  // does. Taken with try_lock; a concurrent call builds its own.
-  std::mutex scratch_mutex;
-  topk::v1::SelectRequest scratch;
+  // Inline selects go through it as raw messages (gathered_select.h).
+  std::unique_ptr<grpc::GenericStub> generic;
 };
 
 struct topk_rpc_session {

@@ -6,7 +6,6 @@
 // client get the server's one wording.
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "c_status.h"
+#include "gathered_select.h"
 #include "handles.h"
 #include "topk/client/topk_client_c.h"
 
@@ -154,36 +154,18 @@ absl::Status SelectRef(topk::client::RegionSession& session, const topk_rpc_ref_
   return CopyAnswer(*result, answer);
 }
 
-// Packs the rows into `request` (reused: its buffers keep their capacity).
-absl::Status BuildInline(const topk_rpc_inline_select& call, v1::SelectRequest& request) {
-  const size_t element = call.dtype == TOPK_RPC_FP32 ? sizeof(float) : sizeof(uint16_t);
-  size_t total = 0;
+// The rows as the gathered call sends them, after the checks a C caller's
+// pointers need (the rest is the server's to check).
+absl::Status CheckInlineRows(const topk_rpc_inline_select& call) {
   for (int32_t r = 0; r < call.num_rows; ++r) {
     const int32_t length = call.lengths[r];
-    if (length < 0)
+    if (length < 0) {
       return Refused(absl::StrCat("request.lengths[", r, "]"), absl::StrCat(length, " (>= 0)"));
+    }
     if (length > 0 && call.rows[r] == nullptr) {
       return Refused(absl::StrCat("request.rows[", r, "]"),
                      absl::StrCat("NULL for a row of ", length, " elements"));
     }
-    total += static_cast<size_t>(length) * element;
-  }
-  request.set_k(call.k);
-  v1::SelectOptions* options = request.mutable_options();
-  options->set_sorted((call.options & TOPK_RPC_SORTED) != 0);
-  options->set_deterministic((call.options & TOPK_RPC_DETERMINISTIC) != 0);
-  options->set_return_values((call.options & TOPK_RPC_RETURN_VALUES) != 0);
-  request.set_request_id(call.request_id != nullptr ? call.request_id : "");
-  v1::InlineRows* rows = request.mutable_inline_rows();
-  rows->set_dtype(static_cast<v1::ScoreType>(call.dtype));
-  rows->mutable_lengths()->Assign(call.lengths, call.lengths + call.num_rows);
-  // One copy of the score bytes, row by row (append never zero-fills).
-  std::string& scores = *rows->mutable_scores();
-  scores.clear();
-  scores.reserve(total);
-  for (int32_t r = 0; r < call.num_rows; ++r) {
-    scores.append(static_cast<const char*>(call.rows[r]),
-                  static_cast<size_t>(call.lengths[r]) * element);
   }
   return absl::OkStatus();
 }
@@ -195,12 +177,16 @@ absl::Status SelectInline(topk_rpc_client& client, const topk_rpc_inline_select&
   if (call.num_rows > 0 && call.lengths == nullptr) return Refused("request.lengths", "NULL");
   const bool values = (call.options & TOPK_RPC_RETURN_VALUES) != 0;
   if (auto s = CheckAnswerBuffers(answer, values); !s.ok()) return s;
-  const CallOptions options = Options(call.options, values, call.request_id, call.timeout_us);
-  std::unique_lock scratch(client.scratch_mutex, std::try_to_lock);
-  v1::SelectRequest own;
-  v1::SelectRequest& request = scratch.owns_lock() ? client.scratch : own;
-  if (auto s = BuildInline(call, request); !s.ok()) return s;
-  absl::StatusOr<SelectResult> result = client.client->Select(request, options);
+  if (auto s = CheckInlineRows(call); !s.ok()) return s;
+  const size_t rows = static_cast<size_t>(call.num_rows);
+  const topk::client::c_api::GatheredRows gathered{
+      .rows = absl::MakeSpan(call.rows, rows),
+      .lengths = absl::MakeSpan(call.lengths, rows),
+      .element_bytes = call.dtype == TOPK_RPC_FP32 ? sizeof(float) : sizeof(uint16_t),
+      .dtype = static_cast<v1::ScoreType>(call.dtype)};
+  absl::StatusOr<SelectResult> result = topk::client::c_api::SelectGathered(
+      *client.generic, call.k, gathered,
+      Options(call.options, values, call.request_id, call.timeout_us));
   if (!result.ok()) return result.status();
   return CopyAnswer(*result, answer);
 }

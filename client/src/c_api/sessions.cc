@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "c_status.h"
+#include "grpcpp/channel.h"  // Channel is a ChannelInterface (client.h only declares it)
 #include "handles.h"
 #include "topk/client/topk_client_c.h"
 
@@ -58,6 +59,7 @@ int32_t topk_rpc_client_open(const topk_rpc_client_options* options, topk_rpc_cl
     if (!connected.ok()) return connected.status();
     auto handle = std::make_unique<topk_rpc_client>();
     handle->client = *std::move(connected);
+    handle->generic = std::make_unique<grpc::GenericStub>(handle->client->channel());
     *client = handle.release();
     return absl::OkStatus();
   });
