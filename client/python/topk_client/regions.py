@@ -169,12 +169,6 @@ class _HostRegion:
         self.base = np.frombuffer(self.shm.buf, dtype=np.uint8).ctypes.data
         self.nbytes = nbytes
 
-    def offset_of(self, array: np.ndarray) -> Optional[int]:
-        start = array.__array_interface__["data"][0]
-        if self.base <= start and start + array.nbytes <= self.base + self.nbytes:
-            return start - self.base
-        return None
-
     def close(self):
         self.shm.close()
         self.shm.unlink()
@@ -256,12 +250,22 @@ class ZeroCopyClient:
         self._host_regions.append(region)
         return np.ndarray(shape, dtype=dtype, buffer=region.shm.buf)
 
+    def _host_find(self, array: np.ndarray):
+        """(region, offset) of an array in this session's shared memory, or
+        None. Its address is asked of numpy once (a dict per ask), then
+        compared with every region's bounds."""
+        start = array.__array_interface__["data"][0]
+        end = start + array.nbytes
+        for region in self._host_regions:
+            if region.base <= start and end <= region.base + region.nbytes:
+                return region, start - region.base
+        return None
+
     def _host_place(self, array: np.ndarray, what: str):
         """(region, offset) of an array in this session's shared memory."""
-        for region in self._host_regions:
-            offset = region.offset_of(array)
-            if offset is not None:
-                return region, offset
+        place = self._host_find(array)
+        if place is not None:
+            return place
         raise RegionError(f"{what} is not in this session's shared memory: allocate it with "
                           "ZeroCopyClient.shared_array")
 
@@ -448,9 +452,11 @@ class ZeroCopyClient:
         self._set(request.scores, (region.cname, offset))
         request.row_pitch = scores.strides[0] // scores.itemsize
         request.width = 0
-        if isinstance(lengths, np.ndarray) and self._owns(lengths):
-            region, offset = self._host_place(np.ascontiguousarray(lengths), "lengths")
-            self._set(request.lengths_ref, (region.cname, offset))
+        place = self._host_find(lengths) if isinstance(lengths, np.ndarray) else None
+        if place is not None:
+            if not lengths.flags.c_contiguous:  # a strided view: its copy is not shared
+                place = self._host_place(np.ascontiguousarray(lengths), "lengths")
+            self._set(request.lengths_ref, (place[0].cname, place[1]))
             self._no_inline_lengths(state)
         else:
             self._inline_lengths(state, lengths)
@@ -491,5 +497,3 @@ class ZeroCopyClient:
             response = self.client._stub.Select(request)
         return _decode(response).indices if in_reply else None
 
-    def _owns(self, array: np.ndarray) -> bool:
-        return any(region.offset_of(array) is not None for region in self._host_regions)
