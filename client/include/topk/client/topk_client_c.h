@@ -155,7 +155,9 @@ int32_t topk_rpc_select_ref(topk_rpc_session* session, const topk_rpc_ref_select
                             topk_rpc_answer* answer, char* message, size_t message_bytes);
 
 /* Select with the rows inline (one unary Select): row r is lengths[r]
- * elements of dtype at rows[r], packed into the request by this library. */
+ * elements of dtype at rows[r], sent from where they are (the message is gathered
+ * from the rows, no copy of them is made). The rows must not change during the
+ * call. */
 typedef struct topk_rpc_inline_select {
   int32_t k;
   int32_t num_rows;
