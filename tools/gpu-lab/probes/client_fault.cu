@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   // 1 TiB past a live allocation: unmapped on every GPU we run on.
   StoreThrough<<<1, 32>>>(scratch + (size_t{1} << 38));
   const cudaError_t sync = cudaDeviceSynchronize();
-  std::printf("client_fault: kernel -> %s (%s)\n", cudaGetErrorName(sync), cudaGetErrorString(sync));
+  std::printf("client_fault: kernel -> %s (%s)\n", cudaGetErrorName(sync),
+              cudaGetErrorString(sync));
   const cudaError_t after = cudaMalloc(&scratch, 4096);
   std::printf("client_fault: cudaMalloc after -> %s\n", cudaGetErrorName(after));
   return sync == cudaSuccess ? 1 : 0;
