@@ -13,12 +13,6 @@
 #endif
 
 namespace topk::tools {
-namespace {
-
-uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-}  // namespace
-
 struct ChannelCallers::Caller {
   std::unique_ptr<client::Channel> channel;
   std::vector<topk_channel_descriptor> calls;  // per variant
@@ -60,9 +54,9 @@ absl::StatusOr<std::unique_ptr<ChannelCallers>> ChannelCallers::Create(
     const int64_t m = static_cast<int64_t>(r.lengths.size());
     const int64_t pitch = std::max<int64_t>(1, r.width);
     scores_at.push_back(size);
-    size += Align(static_cast<uint64_t>(m * pitch) * element);
+    size += AlignRegionBytes(static_cast<uint64_t>(m * pitch) * element);
     lengths_at.push_back(size);
-    size += Align(m * sizeof(int32_t));
+    size += AlignRegionBytes(m * sizeof(int32_t));
     pitches.push_back(pitch);
     made->rows_per_variant_.push_back(m);
     max_rows = std::max(max_rows, m);
@@ -72,7 +66,7 @@ absl::StatusOr<std::unique_ptr<ChannelCallers>> ChannelCallers::Create(
   std::vector<uint64_t> output_at;
   for (int c = 0; c < callers; ++c) {
     output_at.push_back(size);
-    size += Align(output_bytes);
+    size += AlignRegionBytes(output_bytes);
   }
   made->memory_ = std::make_unique<RegionMemory>();
   RegionMemory& memory = *made->memory_;

@@ -16,12 +16,6 @@
 #endif
 
 namespace topk::tools {
-namespace {
-
-uint64_t Align(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
-
-}  // namespace
-
 absl::StatusOr<Transport> ParseTransport(const std::string& name) {
   if (name == "inline") return Transport::kInline;
   if (name == "shm") return Transport::kShm;
@@ -112,15 +106,15 @@ absl::StatusOr<std::unique_ptr<ReferenceRegions>> ReferenceRegions::Create(
   int64_t max_rows = 0;
   for (const PackedRows& r : rows) {
     scores_at.push_back(size);
-    size += Align(static_cast<size_t>(r.bytes()));
+    size += AlignRegionBytes(static_cast<size_t>(r.bytes()));
     offsets_at.push_back(size);
-    size += Align(r.offsets.size() * sizeof(int64_t));
+    size += AlignRegionBytes(r.offsets.size() * sizeof(int64_t));
     max_rows = std::max<int64_t>(max_rows, static_cast<int64_t>(r.lengths.size()));
   }
   regions->output_bytes_ = static_cast<size_t>(max_rows) * k * sizeof(int32_t);
   for (int c = 0; c < callers; ++c) {
     regions->output_at_.push_back(size);
-    size += Align(regions->output_bytes_);
+    size += AlignRegionBytes(regions->output_bytes_);
   }
   for (size_t g = 0; g < devices.size(); ++g) {
     Placement placement{.device = devices[g], .memory = std::make_unique<RegionMemory>()};

@@ -16,6 +16,10 @@
 
 namespace topk::tools {
 
+// Where the next buffer of a region starts: every buffer on a 256-byte
+// boundary, as the server's alignment checks and the GPU's wide loads want.
+inline uint64_t AlignRegionBytes(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // The region's memory: host (shared memory) or device (CUDA IPC).
 struct RegionMemory {
   client::SharedMemorySegment shm;

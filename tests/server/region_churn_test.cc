@@ -78,20 +78,6 @@ std::map<std::string, int> ShmMappings(const std::string& prefix) {
   return counts;
 }
 
-absl::StatusOr<std::vector<v1::RegionInfo>> ListFor(const client::Client& client,
-                                                    const std::string& session) {
-  auto stub = v1::TopK::NewStub(client.channel());
-  grpc::ClientContext context;
-  v1::ListRegionsRequest request;
-  request.set_session_id(session);
-  v1::ListRegionsResponse response;
-  const grpc::Status status = stub->ListRegions(&context, request, &response);
-  if (!status.ok()) {
-    return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
-  }
-  return std::vector<v1::RegionInfo>(response.regions().begin(), response.regions().end());
-}
-
 // Rows laid out in a segment of their own, and what the segment must hold.
 struct Dataset {
   tools::PackedRows rows;
