@@ -154,18 +154,28 @@ class ShmPaths:
 class IpcPaths:
     """By-reference calls on torch CUDA tensors (CUDA IPC regions)."""
 
-    def __init__(self, target, rows, lengths, k, native, ordering):
+    def __init__(self, target, rows, lengths, k, native, ordering, reset, device_lengths):
         import torch
         self.torch = torch
         self.client = ZeroCopyClient(target, native=native)
         assert self.client.native == native, "native core asked for but not in use"
         self.scores = torch.from_numpy(rows).cuda()
         self.out = torch.empty((rows.shape[0], k), dtype=torch.int32, device="cuda")
-        self.lengths, self.k, self.ordering = lengths, k, ordering
+        # The loadgen's lengths are in its IPC region (read on the server's
+        # GPU); --lengths=device does the same, inline sends them in the request.
+        if device_lengths:
+            lengths = torch.from_numpy(lengths).cuda()
+        self.lengths, self.k, self.ordering, self.reset = lengths, k, ordering, reset
         self.stream = torch.cuda.current_stream()
 
     def call(self):
-        self.out.fill_(-7)
+        # The reset is a kernel of this process's own: without MPS the GPU
+        # switches to this context and back for it, which the loadgen (one
+        # copy back per call, no reset) does not pay. --reset_output=0 makes
+        # the same one operation per call (a call that wrote nothing then
+        # passes on the previous call's answer, as the loadgen's would).
+        if self.reset:
+            self.out.fill_(-7)
         self.stream.synchronize()
         start = time.perf_counter_ns()
         self.client.select(self.scores, self.lengths, self.k, out=self.out,
@@ -208,6 +218,10 @@ def main():
     parser.add_argument("--min_calls", type=int, default=20)
     parser.add_argument("--ordering", choices=("host", "event"), default="host",
                         help="ipc: ZeroCopyClient.select's ordering")
+    parser.add_argument("--lengths", choices=("inline", "device"), default="inline",
+                        help="ipc: lengths in the request or in a CUDA tensor (as the loadgen's)")
+    parser.add_argument("--reset_output", type=int, choices=(0, 1), default=1,
+                        help="ipc: fill the output with -7 on the GPU before each call")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     server_bin = find_binary(args.bin, "topk-server")
@@ -288,7 +302,8 @@ def run_python(kind, args, target, rows, lengths, native, verifier):
         paths = ShmPaths(target, rows, lengths, args.k, native)
         to_host = np.asarray
     else:
-        paths = IpcPaths(target, rows, lengths, args.k, native, args.ordering)
+        paths = IpcPaths(target, rows, lengths, args.k, native, args.ordering,
+                         args.reset_output, args.lengths == "device")
         to_host = lambda t: t.cpu().numpy()  # noqa: E731
     try:
         return measure_ref(paths, verifier, args.seconds, args.min_calls, to_host)

@@ -6,9 +6,6 @@ count against), answers in place on the GPU (out=), lengths on the GPU and,
 for 2048 x 64K, inline as well. Every 97th row is checked against
 torch.topk (same multiset of values).
 
-Until server/transport/region_binding.cc calls CheckRegionRowBytes (issue
-20's report) the server refuses both with "over max_batch_bytes".
-
 Usage: limits_ipc_gpu_test.py --target unix:/path
 """
 import argparse
