@@ -19,17 +19,17 @@
 
 namespace topk::server::test {
 
-inline grpc::ByteBuffer ToByteBuffer(const std::string &bytes) {
+inline grpc::ByteBuffer ToByteBuffer(const std::string& bytes) {
   grpc::Slice slice(bytes);
   return grpc::ByteBuffer(&slice, 1);
 }
 
-inline std::string ToString(const grpc::ByteBuffer &buffer) {
+inline std::string ToString(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   std::string out;
   if (!buffer.Dump(&slices).ok()) return out;
-  for (const grpc::Slice &slice : slices) {
-    out.append(reinterpret_cast<const char *>(slice.begin()), slice.size());
+  for (const grpc::Slice& slice : slices) {
+    out.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
   }
   return out;
 }
@@ -40,7 +40,7 @@ inline std::string ToString(const grpc::ByteBuffer &buffer) {
 // the stream is broken or ended; Finish() then gives the status.
 class RawStream {
  public:
-  RawStream(const std::shared_ptr<grpc::Channel> &channel, const std::string &method,
+  RawStream(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
             absl::Duration timeout = absl::Seconds(30))
       : stub_(channel) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -50,17 +50,17 @@ class RawStream {
   }
   ~RawStream() {
     queue_.Shutdown();
-    void *tag = nullptr;
+    void* tag = nullptr;
     bool ok = false;
     while (queue_.Next(&tag, &ok)) {
     }
   }
-  RawStream(const RawStream &) = delete;
-  RawStream &operator=(const RawStream &) = delete;
+  RawStream(const RawStream&) = delete;
+  RawStream& operator=(const RawStream&) = delete;
 
   // Whether the call started (the server may still end it at once).
   bool started() const { return started_; }
-  bool Write(const std::string &bytes) {
+  bool Write(const std::string& bytes) {
     call_->Write(ToByteBuffer(bytes), Tag());
     return Next();
   }
@@ -87,9 +87,9 @@ class RawStream {
 
  private:
   // Steps run one at a time, so one tag does for all of them.
-  void *Tag() { return this; }
+  void* Tag() { return this; }
   bool Next() {
-    void *tag = nullptr;
+    void* tag = nullptr;
     bool ok = false;
     return queue_.Next(&tag, &ok) && ok;
   }
@@ -109,8 +109,8 @@ struct RawReply {
 
 // One unary call of `method` ("/topk.v1.TopK/GetStats") with `request` as
 // the message bytes.
-inline RawReply RawUnary(const std::shared_ptr<grpc::Channel> &channel, const std::string &method,
-                         const std::string &request, absl::Duration timeout = absl::Seconds(30)) {
+inline RawReply RawUnary(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                         const std::string& request, absl::Duration timeout = absl::Seconds(30)) {
   grpc::GenericStub stub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -120,8 +120,8 @@ inline RawReply RawUnary(const std::shared_ptr<grpc::Channel> &channel, const st
   std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
       stub.PrepareUnaryCall(&context, method, ToByteBuffer(request), &queue);
   call->StartCall();
-  call->Finish(&response, &reply.status, reinterpret_cast<void *>(1));
-  void *tag = nullptr;
+  call->Finish(&response, &reply.status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
   bool ok = false;
   queue.Next(&tag, &ok);
   if (reply.status.ok()) reply.response = ToString(response);
@@ -130,13 +130,13 @@ inline RawReply RawUnary(const std::shared_ptr<grpc::Channel> &channel, const st
 
 // One client-streaming call of `method` that writes `messages` (bytes each),
 // half-closes when `half_close`, and waits for the answer.
-inline RawReply RawClientStream(const std::shared_ptr<grpc::Channel> &channel,
-                                const std::string &method, const std::vector<std::string> &messages,
+inline RawReply RawClientStream(const std::shared_ptr<grpc::Channel>& channel,
+                                const std::string& method, const std::vector<std::string>& messages,
                                 bool half_close = true,
                                 absl::Duration timeout = absl::Seconds(30)) {
   RawStream stream(channel, method, timeout);
   bool ok = stream.started();
-  for (const std::string &message : messages) {
+  for (const std::string& message : messages) {
     if (!ok) break;
     ok = stream.Write(message);
   }
@@ -151,8 +151,8 @@ inline RawReply RawClientStream(const std::shared_ptr<grpc::Channel> &channel,
 // 1, rows of up to 16384 floats), sets `started`, then `more` one-row chunks
 // `gap` apart, and never half-closes: an upload in progress, or (more = 0)
 // an idle stream. Returns the status the server ended it with.
-inline grpc::Status OpenStream(const std::shared_ptr<grpc::Channel> &channel, int64_t first_bytes,
-                               int more, absl::Duration gap, std::atomic<bool> *started) {
+inline grpc::Status OpenStream(const std::shared_ptr<grpc::Channel>& channel, int64_t first_bytes,
+                               int more, absl::Duration gap, std::atomic<bool>* started) {
   RawStream stream(channel, "/topk.v1.TopK/SelectStream", absl::Seconds(60));
   v1::SelectChunk chunk;
   chunk.set_k(1);

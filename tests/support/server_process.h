@@ -26,7 +26,7 @@
 #include "server/server.h"
 #include "topk/client/client.h"
 
-extern char **environ;
+extern char** environ;
 
 namespace topk::server::test {
 
@@ -44,7 +44,7 @@ inline int64_t ResidentKb(pid_t pid = getpid()) {
 // as the GPU-lab scripts run it), else the build's (the suite's
 // TOPK_SERVER_BINARY definition).
 inline std::string ServerBinary() {
-  const char *relocated = std::getenv("TOPK_SERVER_BINARY");
+  const char* relocated = std::getenv("TOPK_SERVER_BINARY");
   if (relocated != nullptr && *relocated != '\0') return relocated;
 #ifdef TOPK_SERVER_BINARY
   return TOPK_SERVER_BINARY;
@@ -65,8 +65,8 @@ struct ServerProcessOptions {
 class ServerProcess {
  public:
   // `flags` come after --listen, --metrics_listen=, --backend and --log_level.
-  explicit ServerProcess(const std::vector<std::string> &flags,
-                         const ServerProcessOptions &options = {})
+  explicit ServerProcess(const std::vector<std::string>& flags,
+                         const ServerProcessOptions& options = {})
       : socket_(absl::StrCat("/tmp/topk-server-test-", getpid(), "-", next_id_++, ".sock")),
         stop_signal_(options.stop_signal) {
     const std::string binary = ServerBinary();
@@ -74,8 +74,8 @@ class ServerProcess {
                                      "--metrics_listen=", "--backend=" + options.backend};
     if (!options.log_level.empty()) args.push_back("--log_level=" + options.log_level);
     args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char *> argv;
-    for (std::string &a : args) argv.push_back(a.data());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     if (binary.empty() ||
         posix_spawn(&pid_, binary.c_str(), nullptr, nullptr, argv.data(), environ) != 0) {
@@ -90,8 +90,8 @@ class ServerProcess {
     }
     unlink(socket_.c_str());
   }
-  ServerProcess(const ServerProcess &) = delete;
-  ServerProcess &operator=(const ServerProcess &) = delete;
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
   std::string target() const { return "unix:" + socket_; }
@@ -128,7 +128,7 @@ class ServerProcess {
 // Fork before this process starts any gRPC thread.
 class ChildServer {
  public:
-  explicit ChildServer(const ServerOptions &options) {
+  explicit ChildServer(const ServerOptions& options) {
     int ready[2], stop[2];
     if (pipe(ready) != 0 || pipe(stop) != 0) return;
     pid_ = fork();
@@ -152,8 +152,8 @@ class ChildServer {
     close(ready[0]);
   }
   ~ChildServer() { Stop(); }
-  ChildServer(const ChildServer &) = delete;
-  ChildServer &operator=(const ChildServer &) = delete;
+  ChildServer(const ChildServer&) = delete;
+  ChildServer& operator=(const ChildServer&) = delete;
 
   int Stop() {
     if (pid_ <= 0) return -1;
@@ -175,7 +175,7 @@ class ChildServer {
 };
 
 // A client of `target` (an address or "unix:..."), or null with a failure.
-inline std::unique_ptr<client::Client> Connect(const std::string &target) {
+inline std::unique_ptr<client::Client> Connect(const std::string& target) {
   absl::StatusOr<std::unique_ptr<client::Client>> c = client::Client::Connect({.target = target});
   EXPECT_TRUE(c.ok()) << c.status();
   return c.ok() ? *std::move(c) : nullptr;
