@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "packed_rows.h"
 #include "support/server_process.h"
+#include "support/test_server.h"
 #include "topk/client/channel.h"
 #include "topk/client/cuda_channel.h"
 #include "topk/client/cuda_regions.h"
@@ -30,15 +31,8 @@ namespace {
 using testing::Distribution;
 using testing::LengthPattern;
 
-tools::PackedRows Rows(Distribution distribution, int64_t rows, int64_t width,
-                       LengthPattern lengths) {
-  return tools::Generate({.distribution = distribution,
-                          .lengths = lengths,
-                          .rows = rows,
-                          .width = width,
-                          .k = 64,
-                          .seed = 11});
-}
+// The rows of every case (support/test_server.h's Rows, K = 64).
+constexpr uint64_t kSeed = 11;
 
 bool HaveGpu() {
   int count = 0;
@@ -144,7 +138,8 @@ void ExpectValuesMatch(const tools::PackedRows& rows, const client::SelectResult
 
 TEST_F(CudaRegions, PitchedInPlaceOutputIsExact) {
   const int32_t k = 2048;
-  const tools::PackedRows rows = Rows(Distribution::kIndexer, 8, 131072, LengthPattern::kRandom);
+  const tools::PackedRows rows =
+      Rows(Distribution::kIndexer, 8, 131072, LengthPattern::kRandom, kSeed);
   absl::StatusOr<DeviceRows> d = Upload(rows, k);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_TRUE(client::Register(*session_, "gpu", d->buffer).ok());
@@ -161,7 +156,8 @@ TEST_F(CudaRegions, PitchedInPlaceOutputIsExact) {
 
 TEST_F(CudaRegions, LengthsAndOffsetsOnTheGpuWithValuesAtAStride) {
   const int32_t k = 300;
-  const tools::PackedRows rows = Rows(Distribution::kBf16Ties, 16, 20000, LengthPattern::kEdges);
+  const tools::PackedRows rows =
+      Rows(Distribution::kBf16Ties, 16, 20000, LengthPattern::kEdges, kSeed);
   absl::StatusOr<DeviceRows> d = Upload(rows, k + 5);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_TRUE(client::Register(*session_, "gpu", d->buffer).ok());
@@ -189,7 +185,8 @@ TEST_F(CudaRegions, LengthsAndOffsetsOnTheGpuWithValuesAtAStride) {
 
 TEST_F(CudaRegions, EventOrderedWithoutAHostSync) {
   const int32_t k = 256;
-  const tools::PackedRows rows = Rows(Distribution::kIndexer, 4, 65536, LengthPattern::kFull);
+  const tools::PackedRows rows =
+      Rows(Distribution::kIndexer, 4, 65536, LengthPattern::kFull, kSeed);
   absl::StatusOr<DeviceRows> d = Upload(rows, k);
   ASSERT_TRUE(d.ok()) << d.status();
   // Fresh rows written asynchronously on a client stream: only the event
@@ -370,7 +367,8 @@ TEST_F(CudaRegions, HalfPrecisionRowsWithValuesInTheirType) {
 TEST_F(CudaRegions, ChannelCallsFromAStreamAreExact) {
   const int32_t k = 2048;
   const int64_t m = 8;
-  const tools::PackedRows rows = Rows(Distribution::kIndexer, m, 131072, LengthPattern::kRandom);
+  const tools::PackedRows rows =
+      Rows(Distribution::kIndexer, m, 131072, LengthPattern::kRandom, kSeed);
   absl::StatusOr<DeviceRows> d = Upload(rows, k);
   ASSERT_TRUE(d.ok()) << d.status();
   ASSERT_TRUE(client::Register(*session_, "gpu", d->buffer).ok());
