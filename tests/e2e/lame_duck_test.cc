@@ -31,11 +31,6 @@ void WatchHealth(const std::shared_ptr<grpc::Channel>& channel, std::atomic<bool
   watch.Finish();
 }
 
-void WaitFor(const std::atomic<bool>& flag) {
-  for (int i = 0; i < 500 && !flag.load(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_TRUE(flag.load());
-}
-
 TEST(LameDuck, UploadsInFlightAtShutdownAreAnsweredExactly) {
   TestServer t = StartServer();
   // 8 calls of 4 MiB each, still arriving when the drain starts.

@@ -27,8 +27,7 @@ TEST(SecondSignal, EndsTheDrainAndExitsZero) {
   std::thread stream([&] {
     uploading = OpenStream(client->channel(), 4, 600, absl::Milliseconds(100), &started);
   });
-  for (int i = 0; i < 1000 && !started.load(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_TRUE(started.load());
+  ASSERT_NO_FATAL_FAILURE(WaitFor(started, absl::Seconds(10)));
 
   server.Signal(SIGTERM);
   // The first signal starts the drain; the upload holds it.

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
 #include "topk/v1/topk.pb.h"
 
 namespace topk::server::test {
@@ -170,6 +171,14 @@ inline grpc::Status OpenStream(const std::shared_ptr<grpc::Channel>& channel, in
     ok = stream.Write(next.SerializeAsString());
   }
   return stream.Finish();
+}
+
+// Waits up to `timeout` for `flag` (OpenStream's `started`), failing the
+// test when it is not set by then.
+inline void WaitFor(const std::atomic<bool>& flag, absl::Duration timeout = absl::Seconds(5)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!flag.load() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_TRUE(flag.load());
 }
 
 }  // namespace topk::server::test

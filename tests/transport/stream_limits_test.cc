@@ -17,11 +17,6 @@ namespace {
 
 using testing::Distribution;
 
-void WaitFor(const std::atomic<bool>& flag) {
-  for (int i = 0; i < 500 && !flag.load(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_TRUE(flag.load());
-}
-
 void ExpectCode(const grpc::Status& status, grpc::StatusCode code, const char* word) {
   EXPECT_EQ(status.error_code(), code) << status.error_code() << ": " << status.error_message();
   EXPECT_TRUE(absl::StrContains(status.error_message(), word))
