@@ -10,7 +10,7 @@ each miss and fails on any.
 bench/NOTES.md is not checked: it is history, and names flags and files that
 were measured and removed since.
 
-tests/server/flags_doc_test.py checks topk-server's flag table and defaults
+tests/docs/flags_doc_test.py checks topk-server's flag table and defaults
 against docs/service.md; this check only asks that a flag exists somewhere.
 
 Usage: docs_check.py SOURCE_DIR
@@ -51,7 +51,7 @@ def expand(path):
 
 
 def exists(root, path):
-    """A file, folder or glob; a test named by its target (`tests/server/x_test`)
+    """A file, folder or glob; a test named by its target (`tests/e2e/x_test`)
     is the file of that stem."""
     for candidate in expand(path.rstrip(".,:;)")):
         if "*" in candidate:
