@@ -25,6 +25,7 @@
 #include "cluster_state.cuh"
 #include "exact_recovery.cuh"
 #include "routes.h"
+#include "row_scope.cuh"
 #include "select_row.cuh"
 
 namespace topk::cuda {
@@ -86,19 +87,18 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
 
   for (int64_t r = first_row; r < a.num_rows; r += clusters) {
+    const RowScope scope{a, p, r, k};
     const int64_t length = a.lengths[r];
     if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length ||
         stride <= 0) {
       if (me == 0) SelectRow<kB, kU, Row>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
       continue;
     }
+    // Rank 0's phase timers (its mark in a register: every rank computes it).
     long long clock_mark = clock64();
+    const PhaseClock clock{p, clock_mark};
     auto lap = [&](Stat st) {
-      if (me == 0 && tid == 0) {
-        const long long now = clock64();
-        AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
-        clock_mark = now;
-      }
+      if (me == 0) clock.Lap(st);
     };
     const uint32_t L = static_cast<uint32_t>(length);
     const Row row = RowOf<Row>(a, p, r);
@@ -187,10 +187,9 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
     cluster.sync();
     if (me != 0) continue;
     lap(Stat::kCyclesAdmit);
-    int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+    int32_t* out_row = scope.Out();
     if (t.nan) {
-      FillEmpty<kB>(out_row, k);
-      if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+      scope.Fail<kB>(out_row, RowStatus::kNan);
       __syncthreads();
       continue;
     }
@@ -203,10 +202,9 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
         RefineOut{s.out, &s.out_count});
     __syncthreads();
     lap(Stat::kCyclesRefine);
-    FinalizeRow<kB>(row, s.out, s.out_count, out_row, k, p.sorted != 0, p.deterministic != 0,
-                    reinterpret_cast<uint64_t*>(arena));
+    scope.Finalize<kB>(row, s.out, s.out_count, out_row, reinterpret_cast<uint64_t*>(arena));
     if (tid == 0) {
-      if (a.row_status) a.row_status[r] = RowStatus::kOk;
+      scope.SetStatus(RowStatus::kOk);
       AddStat(p, Stat::kClusterRows, 1);
       AddStat(p, Stat::kRows, 1);
       AddStat(p, Stat::kCandidates, C);

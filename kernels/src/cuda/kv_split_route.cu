@@ -4,6 +4,7 @@
 #include "cta_state.cuh"
 #include "kv_split_band.cuh"
 #include "routes.h"
+#include "row_scope.cuh"
 #include "select_row.cuh"
 
 namespace topk::cuda {
@@ -35,8 +36,9 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   // Diagnostics (p.row_trace): segment 0 stamps the row's start, the
   // finisher its end (stamps between the phases cost the kernel registers).
   const bool trace = p.row_trace != nullptr && tid == 0;
-  if (trace && seg == 0) TraceStamp(p.row_trace + r * kTraceWords, kTraceStart, false);
+  if (trace && seg == 0) TraceStamp(RowTrace(p, r), kTraceStart, false);
   const uint32_t k = static_cast<uint32_t>(p.k);
+  const RowScope scope{a, p, r, k};
   const CtaStores& c = s.stores;
   const Frontier& fa = c.fa;
   const Frontier& fb = c.fb;
@@ -103,11 +105,10 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   if (s.next_row != static_cast<long long>(p.split - 1)) return;
   // Finisher: every segment's candidates, count and histogram are visible.
   __threadfence();
-  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  int32_t* out_row = scope.Out();
   uint32_t C = __ldcg(&rh.count);
   if (__ldcg(&rh.nan) != 0u) {
-    FillEmpty<kB>(out_row, k);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    scope.Fail<kB>(out_row, RowStatus::kNan);
     return;
   }
   // The admitted set is {x >= cut}: certified alone, or certified + band.
@@ -147,13 +148,11 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
       RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;
-  FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+  scope.Finalize<kB>(row, out_buf, count, out_row, sort_buf);
   if (tid == 0) {
-    if (trace) TraceStamp(p.row_trace + r * kTraceWords, kTraceFinalize, false);
-    if (a.row_status) a.row_status[r] = RowStatus::kOk;
-    AddStat(p, Stat::kRows, 1);
-    AddStat(p, Stat::kCandidates, C);
-    if (rescans) AddStat(p, Stat::kRescans, rescans);
+    if (trace) TraceStamp(scope.Trace(), kTraceFinalize, false);
+    scope.SetStatus(RowStatus::kOk);
+    CountRefinedRow(p, C, rescans);
   }
 }
 
