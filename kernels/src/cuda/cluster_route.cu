@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
                          0};
   uint32_t* lead_hist = cluster.map_shared_rank(s.hist, 0);
   const int stride = p.sample_stride;
-  const int log2_run = p.sample_run == 8 ? 3 : 0;
+  const int log2_run = SampleLog2Run(p);
   const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
 
@@ -118,18 +118,15 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
     cluster.sync();
     ClusterAllReduceHistogram<kB>(me_arrays.view_hist, me_arrays.total_hist);
     cluster.sync();
+    // Every rank holds the whole view's histogram: every rank derives the
+    // same cutoffs.
     Boundary b0, b1;
-    FindBoundaries<kB>(me_arrays.total_hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-    const bool sampled = b0.total >= q1;
+    const bool sampled = ProposeBoundaries<kB>(me_arrays.total_hist, q0, q1, s.scratch, &b0, &b1);
     float cut = 0.f;
     bool with_band = false, exact = !sampled;
     ClusterTotals t;
     if (sampled) {
-      if (tid < 64) {
-        const float v = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-        if (tid == 0) s.t0 = v;
-        if (tid == 32) s.t1 = v;
-      }
+      CoarseCutoffPair(64u, b0.bin, b1.bin, &s.t0, &s.t1);
       __syncthreads();
       lap(Stat::kCyclesProposal);
       const float t0 = s.t0, t1 = s.t1;

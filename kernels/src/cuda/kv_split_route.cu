@@ -67,19 +67,12 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   if (tid == 0) s.count = 0u, s.nan = 0u, s.out_count = 0u;
   __syncthreads();
   const int stride = p.sample_stride;
-  SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
-  const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
-  const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+  SampleHistogram<kB>(row, L, r, stride, SampleLog2Run(p), s.hist);
   Boundary b0, b1;
-  FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-  if (b0.total < q1) {
+  // Without the band only tau0 is used: one warp computes it.
+  if (!Propose<kB>(s.hist, p.k, stride, s.scratch, band ? 64u : 32u, &s.t0, &s.t1, &b0, &b1)) {
     if (seg == 0) SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
-  }
-  if (tid < (band ? 64u : 32u)) {
-    const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-    if (tid == 0) s.t0 = t;
-    if (tid == 32) s.t1 = t;
   }
   ClearHist(s);
   __syncthreads();

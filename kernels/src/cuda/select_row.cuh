@@ -75,17 +75,10 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
       // The certification pass's first chunks stream into L2 during the
       // latency-bound proposal.
       if (p.prefetch != 0 && tid == 0) PrefetchRowHead<kB>(row, L);
-      SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
-      const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
-      const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+      SampleHistogram<kB>(row, L, r, stride, SampleLog2Run(p), s.hist);
       Boundary b0, b1;
-      FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-      if (b0.total >= q1) {
-        if (tid < 64) {
-          const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-          if (tid == 0) s.t0 = t, AddStat(p, Stat::kSampled, 1);
-          if (tid == 32) s.t1 = t;
-        }
+      if (Propose<kB>(s.hist, p.k, stride, s.scratch, 64u, &s.t0, &s.t1, &b0, &b1,
+                      [&] { AddStat(p, Stat::kSampled, 1); })) {
         ClearHist(s);
         __syncthreads();
         clock.Lap(Stat::kCyclesProposal);

@@ -9,6 +9,7 @@
 #include "block_primitives.cuh"
 #include "frontier.cuh"
 #include "key_levels.cuh"
+#include "proposal.cuh"
 #include "refinement.cuh"
 #include "routes.h"
 #include "row_scope.cuh"
@@ -213,11 +214,7 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
     if (!s.nan) {
       const uint32_t quota = k - bd.below;  // 1 <= quota <= in_bin
       const bool take_all = bd.in_bin == quota;
-      if (tid < 64) {
-        const float t = WarpCoarseCutoff(tid < 32 ? bd.bin : bd.bin - 1u);
-        if (tid == 0) s.t_bin = t;
-        if (tid == 32) s.t_above = t;
-      }
+      CoarseCutoffPair(64u, bd.bin, bd.bin - 1u, &s.t_bin, &s.t_above);
       for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
       __syncthreads();
       clock.Lap(Stat::kCyclesProposal);
