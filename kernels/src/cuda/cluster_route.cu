@@ -62,18 +62,20 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
   // leaves them 0 (the workspace contract), without a memset node.
   if (blockIdx.x == 0 && tid == 0) p.counters[0] = 0u, p.counters[1] = 0u;
   const CtaStores& c = s.stores;
+  // The rank's slice: certified entries past its store in the A part,
+  // band entries in the B part.
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
-  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
-  const Frontier cert{
-      me_arrays.cert_idx, me_arrays.cert_key, kClusterRankStore, slice, slice + g, g};
+  const CtaSlice slice{CtaSliceBase(p, blockIdx.x), g};
+  const Frontier cert{me_arrays.cert_idx, me_arrays.cert_key, kClusterRankStore,
+                      slice.AIdx(),       slice.AKey(),       g};
   const Frontier band{me_arrays.band_idx, me_arrays.band_key, kClusterRankStore,
-                      slice + 2 * g,      slice + 3 * g,      g};
+                      slice.BIdx(),       slice.BKey(),       g};
   uint32_t* arena = FrontierArena(s);
   constexpr uint32_t ca = Lay::kFrontierA, cb = Lay::kFrontierB;
   // Rank 0's refinement stores: A holds the gathered frontier (shared only);
   // B may spill to rank 0's band slice (read by the gather before).
   const Frontier lead_a{arena, arena + ca, ca, nullptr, nullptr, 0};
-  const Frontier lead_b{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g};
+  const Frontier lead_b{arena + 2 * ca, arena + 2 * ca + cb, cb, slice.BIdx(), slice.BKey(), g};
   const Frontier to_lead{cluster.map_shared_rank(arena, 0),
                          cluster.map_shared_rank(arena + ca, 0),
                          ca,

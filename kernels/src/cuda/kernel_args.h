@@ -105,39 +105,11 @@ enum TraceWord : int {
   kTraceCycles = 6,
 };
 
-// KV-split per-row state, laid out as [max_rows headers][max_rows candidate
-// buffers]; the headers are zeroed before every launch (one memset of
-// RowStateZeroBytes). The finisher builds the level-0 histogram from the
-// candidates themselves, so no per-row histogram is kept.
-struct RowHeader {
-  uint32_t arrival;  // segment CTAs done
-  uint32_t count;    // admitted candidates
-  uint32_t nan;
-  uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (atomicMax)
-  // kv_split_band only: the band t1 <= x < t0, kept apart in its own buffer.
-  uint32_t band_count;
-  uint32_t band_neg_min_key;
-};
-constexpr int64_t RowStateZeroBytes(int64_t max_rows) {
-  return max_rows * static_cast<int64_t>(sizeof(RowHeader));
-}
-// band: a second buffer per row (kv_split_band), after every row's first.
-inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries, bool band = false) {
-  const int64_t buffers = band ? 2 : 1;
-  return (RowStateZeroBytes(max_rows) + buffers * max_rows * 8 * row_entries + 255) / 256 * 256;
-}
-
-// Workspace layout: a 1 KiB header (counters, stats), then one slice per CTA.
-inline constexpr int64_t kHeaderBytes = 1024;
-inline constexpr int64_t kCountersOffset = 0;
-inline constexpr int64_t kStatsOffset = 64;
-
 // The route counters in the workspace (one per TOPK_CUDA_ROUTE_STATS entry).
 #define TOPK_CUDA_STAT_ENUMERATOR(field, enumerator) enumerator,
 enum class Stat : int { TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_STAT_ENUMERATOR) kCount };
 #undef TOPK_CUDA_STAT_ENUMERATOR
 inline constexpr int kNumStats = static_cast<int>(Stat::kCount);
-static_assert(kStatsOffset + kNumStats * 8 <= kHeaderBytes, "the counters fit the header");
 
 // Shared-memory capacities of the persistent kernel (entries).
 inline constexpr int kThreads = 512;
@@ -172,19 +144,5 @@ struct PersistentVariant<kSmallThreads> {
   static constexpr int kFrontier = kSmallFrontier;
   static constexpr int kOutput = kSmallMaxK;
 };
-
-// Per-CTA slice: A (idx, key) x G, B (idx, key) x G, and for K above the
-// shared output capacity an output staging array (K) and a sort scratch
-// (pow2(K) 64-bit keys).
-inline int64_t NextPow2(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-inline int64_t CtaSliceBytes(int32_t k, int64_t slice_entries) {
-  int64_t bytes = 4 * slice_entries * 4;  // A idx, A key, B idx, B key
-  if (k > kSmemOutput) bytes += 4 * (int64_t{k} + 2) + 8 * NextPow2(k);
-  return (bytes + 255) / 256 * 256;
-}
 
 }  // namespace topk::cuda

@@ -51,14 +51,15 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   }
   const uint32_t L = static_cast<uint32_t>(length);
   const Row row = RowOf<Row>(a, p, r);
-  auto* headers = reinterpret_cast<RowHeader*>(p.row_state);
-  auto* bufs = reinterpret_cast<uint32_t*>(p.row_state + RowStateZeroBytes(p.max_rows));
+  // The row's state (workspace_layout.h): its header, its certified buffer
+  // and (kv_band) its band buffer.
+  RowHeader* headers = RowHeaders(p);
+  uint32_t* bufs = RowBuffers(p);
   RowHeader& rh = headers[r];
   const uint32_t ge = static_cast<uint32_t>(p.row_entries);
-  uint32_t* row_buf = bufs + r * 2 * p.row_entries;
+  uint32_t* row_buf = CertifiedBuffer(p, bufs, r);
   const Frontier shared_front{nullptr, nullptr, 0, row_buf, row_buf + ge, ge};
-  // kv_band: the band buffers follow every row's certified buffer.
-  uint32_t* band_buf = bufs + (p.max_rows + r) * 2 * p.row_entries;
+  uint32_t* band_buf = BandBuffer(p, bufs, r);
   const Frontier band_front{nullptr, nullptr, 0, band_buf, band_buf + ge, ge};
   const bool band = p.kv_band != 0;
 

@@ -5,9 +5,11 @@
 
 #include "absl/strings/str_format.h"
 #include "kernel_args.h"
+#include "plan_workspace.h"
 #include "route_table.h"
 #include "topk/algorithm_constants.h"
 #include "topk/cuda_selector.h"
+#include "workspace_layout.h"
 
 namespace topk {
 
@@ -31,18 +33,28 @@ bool SmallBlockFp32Region(const ProblemShape& shape) {
 
 }  // namespace
 
-int64_t CudaSliceEntries(int32_t k) { return std::max<int64_t>(4 * int64_t{k}, 16384); }
+// The workspace's sizes are workspace_layout.h's; these are its public names.
+int64_t CudaSliceEntries(int32_t k) { return cuda::SliceEntries(k); }
 
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
   return static_cast<size_t>(cuda::kHeaderBytes +
-                             int64_t{grid} * cuda::CtaSliceBytes(k, CudaSliceEntries(k)));
+                             int64_t{grid} * cuda::CtaSliceBytes(k, cuda::SliceEntries(k)));
 }
 
-int32_t CudaStagedK(int32_t k, int64_t max_width) {
-  return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(k, max_width)));
+int32_t CudaStagedK(int32_t k, int64_t max_width) { return cuda::StagedK(k, max_width); }
+
+int64_t CudaKvRowEntries(int32_t k) { return cuda::KvRowEntries(k); }
+
+cuda::WorkspaceParts CudaWorkspaceParts(Route route) {
+  if (route == Route::kShortRowExact) return cuda::WorkspaceParts::kHeaderOnly;
+  if (route == Route::kKvSplitSampled) return cuda::WorkspaceParts::kSlicesAndRowState;
+  return cuda::WorkspaceParts::kSlices;
 }
 
-int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
+cuda::WorkspaceLayout CudaLayoutWorkspace(const Plan& plan, const CudaSelectorConfig& config) {
+  return cuda::LayoutWorkspace(CudaWorkspaceParts(plan.route), plan.shape.k, plan.shape.max_width,
+                               plan.grid, plan.shape.max_rows, config.kv_split_band);
+}
 
 // M_cap enters twice: 512 < K <= 2048 at 32K, where the route won at M = 4096
 // and 8192 and lost at 1024 (a tie at 256); K <= 512 at 64K, where it won at
@@ -145,18 +157,10 @@ void SetCluster(const ProblemShape& shape, const CudaClusterChoice& cluster, Pla
 
 // No row is longer than N_cap, so none commits more than min(K, N_cap): the
 // slices (candidate stores, output staging, sort scratch) are sized for that,
-// not for K. The short-row route keeps its frontiers in shared memory.
+// not for K. The short-row route keeps its frontiers in shared memory
+// (workspace_layout.h).
 void FinishPlan(const CudaSelectorConfig& config, Plan* plan) {
-  const ProblemShape& shape = plan->shape;
-  if (plan->route == Route::kShortRowExact) {
-    plan->workspace_bytes = static_cast<size_t>(cuda::kHeaderBytes);
-    return;
-  }
-  plan->workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan->grid);
-  if (plan->route == Route::kKvSplitSampled) {
-    plan->workspace_bytes += static_cast<size_t>(
-        cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k), config.kv_split_band));
-  }
+  plan->workspace_bytes = static_cast<size_t>(CudaLayoutWorkspace(*plan, config).total_bytes);
 }
 
 // The table applies only to the planner's own choices: a configuration that
