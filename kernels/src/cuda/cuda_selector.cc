@@ -47,7 +47,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   // always runs the 512-thread one.
   p.block = plan.block == cuda::kSmallThreads ? cuda::kSmallThreads : cuda::kThreads;
   p.min_sampled_length =
-      config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
+      config.min_sampled_length > 0 ? config.min_sampled_length : planner::kMinSampledLength;
   // The workspace as the planner sized it (workspace_layout.h): the slices
   // for min(K, N_cap), the KV-split row state after the grid's slices.
   const cuda::WorkspaceLayout w = CudaLayoutWorkspace(plan, config);

@@ -25,8 +25,10 @@
 namespace topk::cuda {
 
 // 4 float4 loads in flight per thread in the certification pass in both
-// variants: both run 1024 threads per SM at 64 registers.
-inline constexpr int kAdmitUnroll = 4;
+// variants (their policies, route_policies.h): both run 1024 threads per SM
+// at 64 registers.
+inline constexpr int kAdmitUnroll = PersistentVariant<kThreads>::kAdmitUnroll;
+static_assert(PersistentVariant<kSmallThreads>::kAdmitUnroll == kAdmitUnroll, "one unroll");
 
 // Selects row r into a.indices (and a.row_status) on one CTA of kB threads
 // with kU loads in flight per thread in the certification pass, reading the
