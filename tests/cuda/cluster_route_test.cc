@@ -21,6 +21,7 @@
 #include <tuple>
 #include <vector>
 
+#include "route_policies.h"
 #include "route_test_rows.h"
 #include "selector_fixture.h"
 #include "topk/algorithm_constants.h"
@@ -68,10 +69,10 @@ class ClusterRouteTest : public CudaSelectorTest {
     if (HasFatalFailure()) return;
     int64_t served = 0;
     for (int64_t r = 0; r < m.rows; ++r) {
-      served +=
-          status[r] == RowStatus::kOk && m.lengths[r] > k && m.lengths[r] >= kCudaMinSampledLength
-              ? 1
-              : 0;
+      served += status[r] == RowStatus::kOk && m.lengths[r] > k &&
+                        m.lengths[r] >= topk::planner::kMinSampledLength
+                    ? 1
+                    : 0;
     }
     ASSERT_EQ(last_stats_.cluster_rows, served) << what;
   }
@@ -203,7 +204,7 @@ TEST_P(ClusterRouteTest, SanitizerSmallRows) {
   CudaSelectorConfig c;
   c.sample_run = 1;
   MAKE_CLUSTER_OR_SKIP(sel, c);
-  constexpr int64_t kWidth = kCudaClusterMinWidth;
+  constexpr int64_t kWidth = topk::planner::kClusterTable.min_width;
   GeneratorSpec spec;
   spec.distribution = Distribution::kStridePeriodic;
   spec.rows = 8;
@@ -240,7 +241,7 @@ TEST_P(ClusterRouteTest, RacecheckOneRowPerPath) {
   CudaSelectorConfig c;
   c.sample_run = 1;
   MAKE_CLUSTER_OR_SKIP(sel, c);
-  constexpr int64_t kWidth = kCudaClusterMinWidth;
+  constexpr int64_t kWidth = topk::planner::kClusterTable.min_width;
   GeneratorSpec spec;
   spec.distribution = Distribution::kStridePeriodic;
   spec.rows = 5;
@@ -274,7 +275,7 @@ TEST_P(ClusterRouteTest, RacecheckBandRow) {
   c.sample_run = 1;
   c.sample_stride = 64;
   MAKE_CLUSTER_OR_SKIP(sel, c);
-  constexpr int64_t kWidth = kCudaClusterMinWidth;
+  constexpr int64_t kWidth = topk::planner::kClusterTable.min_width;
   constexpr int32_t kK = 512;
   const int64_t q0 = ProposalQuota(kK, 64);
   const int64_t q1 = RescueQuota(kK, 64);

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "route_policies.h"
 #include "topk/contract.h"
 #include "topk/cuda_selector.h"
 #include "topk/testing/generators.h"
@@ -15,7 +16,7 @@ namespace topk::cuda_test {
 
 // The widest short-row bucket of the persistent kernel's exact route (one
 // below the sampled route's crossover).
-inline constexpr int64_t kShortT = kCudaMinSampledLength - 1;
+inline constexpr int64_t kShortT = topk::planner::kMinSampledLength - 1;
 
 // Rows of lengths {0, 1, K-1, K, K+1, T-1, T} (clamped, K+1 <= T) and two
 // random lengths in (K, T], width T (kShortT unless given). Pitched: pitch

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "route_policies.h"
 #include "route_test_rows.h"
 #include "selector_fixture.h"
 #include "short_row_matrices.h"
@@ -231,8 +232,9 @@ TEST_P(ShortRowRouteTest, GraphReplayWithLiveRows) {
   CheckGraphReplayOverLiveRows(*sel, *plan, 20000, 1700);
 }
 
-// The planner's 64K bucket (K <= kCudaShortRowSmallK, kCudaShortRowWideMinRows
-// <= M_cap <= kCudaShortRowWideMaxRows) by the table alone, no forced reach:
+// The planner's 64K bucket (K <= topk::planner::kShortRowReach.small_k,
+// topk::planner::kShortRowReach.wide_min_rows
+// <= M_cap <= topk::planner::kShortRowReach.wide_max_rows) by the table alone, no forced reach:
 // its edges plan this route on the device's own facts, and M_cap at the
 // bucket's lower edge runs here exactly (edge lengths up to 64K on the pitched
 // layout, random lengths up to 40001 on the packed one: few full rows, so the
@@ -246,24 +248,27 @@ TEST_P(ShortRowRouteTest, PlannerTableTakesThe64KBucket) {
   auto made = CudaSelector::Create(c);
   ASSERT_TRUE(made.ok()) << made.status();
   CudaSelector& sel = **made;
-  for (int64_t cap : {kCudaShortRowWideMinRows, kCudaShortRowWideMaxRows}) {
-    for (int64_t width : {int64_t{32769}, kCudaShortRowReachSmallKWide}) {
-      auto plan = sel.MakePlan(
-          ProblemShape{kCudaShortRowSmallK, cap, width, Layout::kPitched, Dtype()}, {});
+  for (int64_t cap :
+       {topk::planner::kShortRowReach.wide_min_rows, topk::planner::kShortRowReach.wide_max_rows}) {
+    for (int64_t width : {int64_t{32769}, topk::planner::kShortRowReach.reach_small_k_wide}) {
+      auto plan = sel.MakePlan(ProblemShape{topk::planner::kShortRowReach.small_k, cap, width,
+                                            Layout::kPitched, Dtype()},
+                               {});
       ASSERT_TRUE(plan.ok()) << plan.status();
       ASSERT_EQ(plan->route, Route::kShortRowExact) << cap << " x " << width;
       ASSERT_EQ(plan->grid, cap);
     }
   }
   uint64_t seed = 900;
-  for (int32_t k : {64, kCudaShortRowSmallK}) {
+  for (int32_t k : {64, topk::planner::kShortRowReach.small_k}) {
     for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
       GeneratorSpec spec;
       spec.distribution =
           layout == Layout::kPitched ? Distribution::kIndexer : Distribution::kFp8Ties;
       spec.lengths = layout == Layout::kPitched ? LengthPattern::kEdges : LengthPattern::kRandom;
-      spec.rows = kCudaShortRowWideMinRows;
-      spec.width = layout == Layout::kPitched ? kCudaShortRowReachSmallKWide : 40001;
+      spec.rows = topk::planner::kShortRowReach.wide_min_rows;
+      spec.width =
+          layout == Layout::kPitched ? topk::planner::kShortRowReach.reach_small_k_wide : 40001;
       spec.layout = layout;
       spec.k = k;
       spec.seed = ++seed;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda_planner_fake_device.h"
+#include "route_policies.h"
 #include "topk/cuda_selector.h"
 
 namespace topk {
@@ -19,8 +20,10 @@ using testing::MustPlan;
 TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
   CudaSelectorConfig persistent = testing::Rules();
   persistent.enable_short_rows = false;
-  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength - 1, persistent).route, Route::kRowLocalExact);
-  EXPECT_EQ(MustPlan(2048, 64, kCudaMinSampledLength, persistent).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 64, topk::planner::kMinSampledLength - 1, persistent).route,
+            Route::kRowLocalExact);
+  EXPECT_EQ(MustPlan(2048, 64, topk::planner::kMinSampledLength, persistent).route,
+            Route::kPersistentSampled);
   CudaSelectorConfig off = testing::Rules();
   off.enable_sampling = false;
   const Plan p = MustPlan(2048, 64, 1 << 20, off);
@@ -35,11 +38,13 @@ TEST(CudaPlannerTest, ShortRowsAndNoSamplingTakeTheExactRoute) {
 TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   for (int32_t k : {1, 64, 512, 1024, 2048}) {
     // M_cap = 4096: the many-rows reach for 512 < K <= 2048.
-    const int64_t reach =
-        k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReachManyRows;
+    const int64_t reach = k <= topk::planner::kShortRowReach.small_k
+                              ? topk::planner::kShortRowReach.reach_small_k
+                              : topk::planner::kShortRowReach.reach_many_rows;
     EXPECT_EQ(CudaShortRowReach(k, 4096), reach);
-    EXPECT_EQ(CudaShortRowReach(k, 2048),
-              k <= kCudaShortRowSmallK ? kCudaShortRowReachSmallK : kCudaShortRowReach);
+    EXPECT_EQ(CudaShortRowReach(k, 2048), k <= topk::planner::kShortRowReach.small_k
+                                              ? topk::planner::kShortRowReach.reach_small_k
+                                              : topk::planner::kShortRowReach.reach);
     for (int64_t n : {int64_t{1}, int64_t{4096}, int64_t{8192}, reach}) {
       const Plan p = MustPlan(k, 4096, n);
       EXPECT_EQ(p.route, Route::kShortRowExact) << k << " " << n;
@@ -75,15 +80,18 @@ TEST(CudaPlannerTest, ShortRowRouteByTheMeasuredTable) {
   EXPECT_NE(MustPlan(2048, 4096, 8192).Explain().find("short-row-exact"), std::string::npos);
 }
 
-// K <= 512 at N_cap = 64K: the short-row route for kCudaShortRowWideMinRows <=
-// M_cap <= kCudaShortRowWideMaxRows (measured faster at 256 and 1024 rows),
+// K <= 512 at N_cap = 64K: the short-row route for topk::planner::kShortRowReach.wide_min_rows <=
+// M_cap <= topk::planner::kShortRowReach.wide_max_rows (measured faster at 256 and 1024 rows),
 // one CTA per row; fewer rows keep KV-split or the persistent kernel, more
 // rows and larger K the persistent kernel; 16-bit rows plan alike.
 TEST(CudaPlannerTest, ShortRowWideBucketForHundredsOfRows) {
   for (int32_t k : {1, 64, 512}) {
-    for (int64_t m : {kCudaShortRowWideMinRows, int64_t{512}, kCudaShortRowWideMaxRows}) {
-      EXPECT_EQ(CudaShortRowReach(k, m), kCudaShortRowReachSmallKWide) << k << " " << m;
-      for (int64_t n : {int64_t{32769}, int64_t{40001}, kCudaShortRowReachSmallKWide}) {
+    for (int64_t m : {topk::planner::kShortRowReach.wide_min_rows, int64_t{512},
+                      topk::planner::kShortRowReach.wide_max_rows}) {
+      EXPECT_EQ(CudaShortRowReach(k, m), topk::planner::kShortRowReach.reach_small_k_wide)
+          << k << " " << m;
+      for (int64_t n :
+           {int64_t{32769}, int64_t{40001}, topk::planner::kShortRowReach.reach_small_k_wide}) {
         for (ScoreType dtype : kAllScoreTypes) {
           auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched, dtype}, {}, FakeH200(),
                                      testing::Rules());
@@ -95,15 +103,20 @@ TEST(CudaPlannerTest, ShortRowWideBucketForHundredsOfRows) {
           EXPECT_EQ(p->workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
         }
       }
-      EXPECT_EQ(MustPlan(k, m, kCudaShortRowReachSmallKWide + 1).route, Route::kPersistentSampled)
+      EXPECT_EQ(MustPlan(k, m, topk::planner::kShortRowReach.reach_small_k_wide + 1).route,
+                Route::kPersistentSampled)
           << k << " " << m;
     }
-    EXPECT_EQ(CudaShortRowReach(k, kCudaShortRowWideMinRows - 1), kCudaShortRowReachSmallK);
-    EXPECT_EQ(CudaShortRowReach(k, kCudaShortRowWideMaxRows + 1), kCudaShortRowReachSmallK);
-    EXPECT_EQ(MustPlan(k, kCudaShortRowWideMinRows - 1, 65536).route, Route::kPersistentSampled);
+    EXPECT_EQ(CudaShortRowReach(k, topk::planner::kShortRowReach.wide_min_rows - 1),
+              topk::planner::kShortRowReach.reach_small_k);
+    EXPECT_EQ(CudaShortRowReach(k, topk::planner::kShortRowReach.wide_max_rows + 1),
+              topk::planner::kShortRowReach.reach_small_k);
+    EXPECT_EQ(MustPlan(k, topk::planner::kShortRowReach.wide_min_rows - 1, 65536).route,
+              Route::kPersistentSampled);
     EXPECT_EQ(MustPlan(k, 128, 65536).route, Route::kKvSplitSampled);
     EXPECT_EQ(MustPlan(k, 8, 40001).route, Route::kPersistentSampled);
-    EXPECT_EQ(MustPlan(k, kCudaShortRowWideMaxRows + 1, 65536).route, Route::kPersistentSampled);
+    EXPECT_EQ(MustPlan(k, topk::planner::kShortRowReach.wide_max_rows + 1, 65536).route,
+              Route::kPersistentSampled);
     EXPECT_EQ(MustPlan(k, 4096, 65536).route, Route::kPersistentSampled);
   }
   EXPECT_EQ(MustPlan(513, 1024, 65536).route, Route::kPersistentSampled);
@@ -163,25 +176,26 @@ TEST(CudaPlannerTest, FewLongRowsAreSplitWhenEnabled) {
   EXPECT_EQ(p64.grid, 256);
   EXPECT_EQ(MustPlan(2048, 132, 1 << 20, split).split, 2);
   EXPECT_EQ(MustPlan(2048, 133, 1 << 20, split).route, Route::kPersistentSampled);
-  EXPECT_EQ(MustPlan(2048, 8, kCudaKvSplitMinWidth - 1, split).route, Route::kPersistentSampled);
+  EXPECT_EQ(MustPlan(2048, 8, topk::planner::kKvSplit.min_width - 1, split).route,
+            Route::kPersistentSampled);
   CudaSelectorConfig no_split = testing::Rules();
   no_split.enable_kv_split = false;
   EXPECT_EQ(MustPlan(2048, 8, 1 << 20, no_split).route, Route::kPersistentSampled);
 }
 
-// The cluster route by the measured table: few rows (M_cap <= kCudaClusterMaxRows)
-// of N_cap >= kCudaClusterTableMinWidth; 16 CTAs for one row of 1M, 8
-// elsewhere, 1 CTA per SM; more rows keep KV-split (16 x 1M included: KV-split
-// with its band kept apart measured faster than the 2-CTAs-per-SM variant). Forced on, it takes
-// every sampled bucket of N_cap >= kCudaClusterMinWidth with clusters taking rows in turn; forced
-// off, never; never without clusters on the device.
+// The cluster route by the measured table: few rows (M_cap <=
+// topk::planner::kClusterTable.max_rows) of N_cap >= topk::planner::kClusterTable.table_min_width;
+// 16 CTAs for one row of 1M, 8 elsewhere, 1 CTA per SM; more rows keep KV-split (16 x 1M included:
+// KV-split with its band kept apart measured faster than the 2-CTAs-per-SM variant). Forced on, it
+// takes every sampled bucket of N_cap >= topk::planner::kClusterTable.min_width with clusters
+// taking rows in turn; forced off, never; never without clusters on the device.
 TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
-  for (int64_t m : {int64_t{1}, int64_t{2}, kCudaClusterMaxRows}) {
-    for (int64_t n : {kCudaClusterTableMinWidth, int64_t{1} << 20}) {
+  for (int64_t m : {int64_t{1}, int64_t{2}, topk::planner::kClusterTable.max_rows}) {
+    for (int64_t n : {topk::planner::kClusterTable.table_min_width, int64_t{1} << 20}) {
       auto p = ClusterPlan(2048, m, n);
       ASSERT_TRUE(p.ok()) << p.status();
       EXPECT_EQ(p->route, Route::kClusterSampled) << m << " x " << n;
-      const int size = m == 1 && n >= kCudaCluster16MinWidth ? 16 : 8;
+      const int size = m == 1 && n >= topk::planner::kClusterTable.min_width_16 ? 16 : 8;
       EXPECT_EQ(p->split, size) << m << " x " << n;
       EXPECT_EQ(p->ctas_per_sm, 1);
       EXPECT_EQ(p->grid, m * size);
@@ -191,7 +205,7 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
       EXPECT_NE(p->Explain().find("cluster-sampled"), std::string::npos);
     }
   }
-  for (int64_t m : {kCudaClusterMaxRows + 1, int64_t{16}}) {
+  for (int64_t m : {topk::planner::kClusterTable.max_rows + 1, int64_t{16}}) {
     EXPECT_EQ(ClusterPlan(2048, m, 1 << 20)->route, Route::kKvSplitSampled) << m;
   }
   // The 2-CTAs-per-SM variant by the knob alone.
@@ -202,7 +216,8 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
   EXPECT_EQ(two.ctas_per_sm, 2);
   EXPECT_EQ(two.grid, 4 * 8);
   EXPECT_EQ(ClusterPlan(2048, 64, 1 << 20)->route, Route::kKvSplitSampled);
-  EXPECT_EQ(ClusterPlan(2048, 1, kCudaClusterTableMinWidth - 1)->route, Route::kKvSplitSampled);
+  EXPECT_EQ(ClusterPlan(2048, 1, topk::planner::kClusterTable.table_min_width - 1)->route,
+            Route::kKvSplitSampled);
   EXPECT_EQ(ClusterPlan(kCudaMaxFastK + 1, 1, 1 << 20)->route, Route::kGeneralExact);
   CudaSelectorConfig exact = testing::Rules();
   exact.enable_sampling = false;
@@ -216,8 +231,10 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
   EXPECT_EQ(p64.route, Route::kClusterSampled);
   EXPECT_EQ(p64.split, 8);
   EXPECT_EQ(p64.grid, 14 * 8);  // resident clusters, rows in turn
-  EXPECT_EQ(ClusterPlan(2048, 64, kCudaClusterMinWidth, on)->route, Route::kClusterSampled);
-  EXPECT_EQ(ClusterPlan(2048, 64, kCudaClusterMinWidth - 1, on)->route, Route::kPersistentSampled);
+  EXPECT_EQ(ClusterPlan(2048, 64, topk::planner::kClusterTable.min_width, on)->route,
+            Route::kClusterSampled);
+  EXPECT_EQ(ClusterPlan(2048, 64, topk::planner::kClusterTable.min_width - 1, on)->route,
+            Route::kPersistentSampled);
   on.cluster_size = 16;
   on.cluster_ctas_per_sm = 2;
   const Plan dense = *ClusterPlan(2048, 64, 1 << 20, on);
@@ -237,7 +254,7 @@ TEST(CudaPlannerTest, ClusterRouteByTheMeasuredTable) {
 }
 
 // kv_split_force (A/B): every sampled bucket with N_cap >=
-// kCudaKvSplitMinWidth takes the KV-split route with that split whatever
+// topk::planner::kKvSplit.min_width takes the KV-split route with that split whatever
 // M_cap, with a grid of M_cap x split CTAs beyond the resident ones; by
 // default only few rows are split; enable_kv_split = false wins; other
 // values are refused.
@@ -255,7 +272,8 @@ TEST(CudaPlannerTest, ForcedSplitBeyondTheResidentCtas) {
       EXPECT_GE(p.workspace_bytes,
                 CudaWorkspaceBytes(2048, p.grid) + m * 2 * 8 * CudaKvRowEntries(2048));
     }
-    EXPECT_EQ(MustPlan(2048, 512, kCudaKvSplitMinWidth - 1, c).route, Route::kPersistentSampled);
+    EXPECT_EQ(MustPlan(2048, 512, topk::planner::kKvSplit.min_width - 1, c).route,
+              Route::kPersistentSampled);
   }
   for (int64_t n : {int64_t{1} << 17, int64_t{1} << 20}) {
     EXPECT_EQ(MustPlan(2048, 512, n).route, Route::kPersistentSampled) << n;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuda_planner_fake_device.h"
+#include "route_policies.h"
 #include "topk/cuda_selector.h"
 
 namespace topk {
@@ -22,7 +23,7 @@ TEST(CudaPlannerTest, WideRowsTakeThePersistentSampledKernel) {
 }
 
 // With the short-row route off: short rows around the sampled route's
-// crossover (kCudaMinSampledLength = 16384): shorter buckets take the
+// crossover (topk::planner::kMinSampledLength = 16384): shorter buckets take the
 // row-local exact route, K beyond the shared output the general route, and
 // sampling off keeps every short bucket exact.
 TEST(CudaPlannerTest, ShortRowBucketsAroundTheCrossover) {
@@ -253,7 +254,8 @@ TEST(CudaPlannerTest, SixteenBitBucketsPlanLikeFp32) {
           EXPECT_EQ(p->route, want->route) << p->Explain();
           EXPECT_EQ(p->split, want->split) << p->Explain();
           if (p->route == Route::kPersistentSampled && want->block == 512 &&
-              rows >= kCudaSmallBlock16MinRows && width <= kCudaSmallBlock16MaxWidth && k <= 2048) {
+              rows >= topk::planner::kSmallBlockRegion.min_rows_16 &&
+              width <= topk::planner::kSmallBlockRegion.max_width_16 && k <= 2048) {
             EXPECT_EQ(p->block, 256) << p->Explain();
             continue;
           }

@@ -55,14 +55,16 @@ struct CudaSelectorConfig {
   // sectors with the same sample count (L*4/s bytes instead of L*32/s).
   int32_t sample_run = 8;
   // Rows shorter than this take the exact route inside the sampled kernel;
-  // 0: the planner's default (kCudaMinSampledLength).
+  // 0: the planner's default (16384, the measured crossover:
+  // route_policies.h, kMinSampledLength).
   int64_t min_sampled_length = 0;
   // Bulk-prefetch (cp.async.bulk.prefetch.L2) the certification pass's next
   // chunks and each sampled row's head, to keep more bytes in flight than the
   // registers hold and to overlap the proposal with the row's first DRAM reads.
   // Off by default: measured slower on every shape >= 256K (bench/NOTES.md).
   bool l2_prefetch = false;
-  // Few long rows (M_cap * 2 <= resident CTAs, N_cap >= kCudaKvSplitMinWidth):
+  // Few long rows (M_cap * 2 <= resident CTAs, N_cap >= 64K: route_policies.h,
+  // KvSplitPolicy):
   // the KV-split sampled kernel, 2/4/8 CTAs per row (measured 1.1-2.5x faster
   // than one CTA per row for M <= 64, bench/NOTES.md).
   bool enable_kv_split = true;
@@ -111,7 +113,7 @@ struct CudaSelectorConfig {
   int cluster_ctas_per_sm = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
-  // > 0: every sampled bucket with N_cap >= kCudaKvSplitMinWidth takes the
+  // > 0: every sampled bucket with N_cap >= 64K (KvSplitPolicy) takes the
   // KV-split route with this many CTAs per row (2, 4 or 8), whatever M_cap:
   // the grid may exceed the resident CTAs (the segment CTAs need no
   // co-residency). A/B only: at M = 512 and 1024 it measured 1.09-2.2x
@@ -125,90 +127,37 @@ struct CudaSelectorConfig {
   unsigned long long* row_trace = nullptr;
 };
 
-// Rows with L below this take the exact route (measured crossover, bench/NOTES.md).
-inline constexpr int64_t kCudaMinSampledLength = 16384;
-// Narrowest bucket for which few rows are split over several CTAs.
-inline constexpr int64_t kCudaKvSplitMinWidth = 65536;
-// CTAs per row that kv_split_force asks of a sampled bucket (0: none).
-int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& config);
+// The planner's tuning (the measured thresholds by which it picks routes and
+// kernel variants) is internal: the routes' policies in
+// kernels/src/planner/route_policies.h. The limits of the API:
 // Largest K served with shared-memory output staging (fast paths).
 inline constexpr int32_t kCudaMaxFastK = 4096;
 // Largest K served at all (general path, global staging).
 inline constexpr int32_t kCudaMaxK = 1 << 20;
 
-// The planner's variant choice for ctas_per_sm_target == 0 (measured on the
-// H200, bench/NOTES.md): the 256-thread kernel (4 CTAs/SM) on the
-// persistent sampled route with K <= 2048 and N_cap <= kCudaSmallBlockMaxWidth
-// (8-16 % faster at 128K and 256K), or N_cap <= kCudaSmallBlockWideMaxWidth
-// with M_cap >= kCudaSmallBlockWideMinRows (4-5 % faster at 512K); slower at
-// 1M and for M = 512 at 512K, which keep 512 threads.
-inline constexpr int64_t kCudaSmallBlockMaxWidth = 262144;
-inline constexpr int64_t kCudaSmallBlockWideMaxWidth = 524288;
-inline constexpr int64_t kCudaSmallBlockWideMinRows = 4096;
-// 16-bit rows (BF16, FP16) also take it for M_cap >= kCudaSmallBlock16MinRows
-// up to N_cap = kCudaSmallBlock16MaxWidth: 5-13 % faster than 512 threads at
-// 512K and 1M for M 1024..8192 (bench/NOTES.md, "Selector II"); M = 512 keeps
-// 512 threads there, and wider rows were not measured.
-inline constexpr int64_t kCudaSmallBlock16MinRows = 1024;
-inline constexpr int64_t kCudaSmallBlock16MaxWidth = 1048576;
+// CTAs per row that kv_split_force asks of a sampled bucket (0: none).
+int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& config);
+
+// The planner's persistent variant for ctas_per_sm_target == 0: the
+// 256-thread kernel (4 CTAs/SM) where it measured faster (route_policies.h,
+// SmallBlockRegion).
 bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config);
 
 // The certification pass through the shared-memory ring (admit_ring = -1):
-// the 256-thread kernel in the region where the FP32 rule above takes it
-// (N_cap <= kCudaSmallBlockMaxWidth, or kCudaSmallBlockWideMaxWidth with
-// M_cap >= kCudaSmallBlockWideMinRows), from N_cap = kCudaAdmitRingMinWidth16
-// on 16-bit rows (7-14 % faster at 128K and 256K for M >= 2048) and
-// kCudaAdmitRingMinWidth32 on FP32 rows (1-4 % at 256K and 512K for
-// M >= 2048; 128K up to 5 % slower with it). Off in the 512-thread kernel
-// (0-7 % slower with it at 512K and 1M) and for 16-bit rows at 1M (3-10 %).
-// Measured on the H200 (bench/NOTES.md, "Selector II"). block: the plan's.
-inline constexpr int64_t kCudaAdmitRingMinWidth16 = 131072;
-inline constexpr int64_t kCudaAdmitRingMinWidth32 = 262144;
+// where it measured faster in the 256-thread kernel (route_policies.h,
+// AdmitRingRegion). block: the plan's.
 bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelectorConfig& config);
 
-// The short-row route's reach: the widest bucket (N_cap) where it measured
-// faster than the persistent routes on the H200, by K and M_cap
-// (bench/NOTES.md, "Selector III: short rows"; bench/results/h200_short_rows.csv:
-// N 4K..64K x M 256..8192 x K 512..2048, the load-aggregated histogram). K
-// above kCudaShortRowMeasuredMaxK was not measured and keeps the persistent
-// routes.
-inline constexpr int32_t kCudaShortRowSmallK = 512;
-inline constexpr int64_t kCudaShortRowReachSmallK = 32768;  // K <= kCudaShortRowSmallK
-// ... and 65536 there for kCudaShortRowWideMinRows <= M_cap <=
-// kCudaShortRowWideMaxRows (K = 512, 64K: 0.69x persistent-sampled's time at
-// M = 256 and 0.91x at M = 1024; 1.12-1.16x at M >= 4096). Fewer rows were not
-// measured against the routes they take now (KV-split at N_cap = 64K for
-// M_cap <= 132 on the H200, one persistent CTA per row otherwise) and keep
-// them.
-inline constexpr int64_t kCudaShortRowWideMinRows = 256;
-inline constexpr int64_t kCudaShortRowWideMaxRows = 1024;
-inline constexpr int64_t kCudaShortRowReachSmallKWide = 65536;
-inline constexpr int32_t kCudaShortRowMeasuredMaxK = 2048;
-inline constexpr int64_t kCudaShortRowReach = 16384;  // kCudaShortRowSmallK < K <= 2048
-// ... and 32768 there for M_cap >= kCudaShortRowManyRows (3-7 % faster than
-// persistent-sampled at M = 4096 and 8192; 5 % slower at M = 1024).
-inline constexpr int64_t kCudaShortRowManyRows = 4096;
-inline constexpr int64_t kCudaShortRowReachManyRows = 32768;
-// The widest bucket the short-row route takes for rank k and M_cap rows; 0:
-// none (the table above).
+// The widest bucket (N_cap) the short-row route takes for rank k and M_cap
+// rows, where it measured faster than the persistent routes; 0: none
+// (route_policies.h, ShortRowReachTable).
 int64_t CudaShortRowReach(int32_t k, int64_t max_rows);
 
 // The cluster route (Route::kClusterSampled) serves sampled buckets with
-// K <= kCudaMaxFastK and N_cap >= kCudaClusterMinWidth on a device with
-// clusters. The planner's table (cluster_route = 0; measured on the H200,
-// K = 2048, bench/NOTES.md "Selector III: decode shapes"):
-//   M_cap <= kCudaClusterMaxRows, N_cap >= kCudaClusterTableMinWidth: 1 CTA
-//     per SM; 16 CTAs per cluster for one row of N_cap >=
-//     kCudaCluster16MinWidth, 8 elsewhere (faster than KV-split at the median,
-//     the mean and the p99 on all six shapes);
-//   more rows keep KV-split / persistent (16 x 1M: KV-split, its band kept
-//   apart, 8 % faster than the 2-CTAs-per-SM cluster variant at the median
-//   and the p99; 32 x 512K, 64 x 1M: faster still).
-inline constexpr int64_t kCudaClusterMinWidth = 65536;
-inline constexpr int64_t kCudaClusterTableMinWidth = 131072;
-inline constexpr int64_t kCudaClusterMaxRows = 8;
-inline constexpr int64_t kCudaCluster16MinWidth = 1048576;
+// K <= kCudaMaxFastK and wide rows on a device with clusters; the planner's
+// table (cluster_route = 0) takes it for few rows (route_policies.h,
+// ClusterTable).
 struct CudaClusterChoice {
   int size = 0;  // CTAs per cluster; 0: not the cluster route
   int ctas_per_sm = 0;

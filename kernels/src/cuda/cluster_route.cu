@@ -25,6 +25,7 @@
 #include "cluster_state.cuh"
 #include "exact_recovery.cuh"
 #include "routes.h"
+#include "row_scope.cuh"
 #include "select_row.cuh"
 
 namespace topk::cuda {
@@ -61,18 +62,20 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
   // leaves them 0 (the workspace contract), without a memset node.
   if (blockIdx.x == 0 && tid == 0) p.counters[0] = 0u, p.counters[1] = 0u;
   const CtaStores& c = s.stores;
+  // The rank's slice: certified entries past its store in the A part,
+  // band entries in the B part.
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
-  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
-  const Frontier cert{
-      me_arrays.cert_idx, me_arrays.cert_key, kClusterRankStore, slice, slice + g, g};
+  const CtaSlice slice{CtaSliceBase(p, blockIdx.x), g};
+  const Frontier cert{me_arrays.cert_idx, me_arrays.cert_key, kClusterRankStore,
+                      slice.AIdx(),       slice.AKey(),       g};
   const Frontier band{me_arrays.band_idx, me_arrays.band_key, kClusterRankStore,
-                      slice + 2 * g,      slice + 3 * g,      g};
+                      slice.BIdx(),       slice.BKey(),       g};
   uint32_t* arena = FrontierArena(s);
   constexpr uint32_t ca = Lay::kFrontierA, cb = Lay::kFrontierB;
   // Rank 0's refinement stores: A holds the gathered frontier (shared only);
   // B may spill to rank 0's band slice (read by the gather before).
   const Frontier lead_a{arena, arena + ca, ca, nullptr, nullptr, 0};
-  const Frontier lead_b{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g};
+  const Frontier lead_b{arena + 2 * ca, arena + 2 * ca + cb, cb, slice.BIdx(), slice.BKey(), g};
   const Frontier to_lead{cluster.map_shared_rank(arena, 0),
                          cluster.map_shared_rank(arena + ca, 0),
                          ca,
@@ -81,24 +84,23 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
                          0};
   uint32_t* lead_hist = cluster.map_shared_rank(s.hist, 0);
   const int stride = p.sample_stride;
-  const int log2_run = p.sample_run == 8 ? 3 : 0;
+  const int log2_run = SampleLog2Run(p);
   const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
   const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
 
   for (int64_t r = first_row; r < a.num_rows; r += clusters) {
+    const RowScope scope{a, p, r, k};
     const int64_t length = a.lengths[r];
     if (length < 0 || length > a.width || length <= p.k || length < p.min_sampled_length ||
         stride <= 0) {
       if (me == 0) SelectRow<kB, kU, Row>(s, a, p, r, c.fa, c.fb, c.out_buf, c.sort_buf);
       continue;
     }
+    // Rank 0's phase timers (its mark in a register: every rank computes it).
     long long clock_mark = clock64();
+    const PhaseClock clock{p, clock_mark};
     auto lap = [&](Stat st) {
-      if (me == 0 && tid == 0) {
-        const long long now = clock64();
-        AddStat(p, st, static_cast<unsigned long long>(now - clock_mark));
-        clock_mark = now;
-      }
+      if (me == 0) clock.Lap(st);
     };
     const uint32_t L = static_cast<uint32_t>(length);
     const Row row = RowOf<Row>(a, p, r);
@@ -118,18 +120,15 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
     cluster.sync();
     ClusterAllReduceHistogram<kB>(me_arrays.view_hist, me_arrays.total_hist);
     cluster.sync();
+    // Every rank holds the whole view's histogram: every rank derives the
+    // same cutoffs.
     Boundary b0, b1;
-    FindBoundaries<kB>(me_arrays.total_hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-    const bool sampled = b0.total >= q1;
+    const bool sampled = ProposeBoundaries<kB>(me_arrays.total_hist, q0, q1, s.scratch, &b0, &b1);
     float cut = 0.f;
     bool with_band = false, exact = !sampled;
     ClusterTotals t;
     if (sampled) {
-      if (tid < 64) {
-        const float v = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-        if (tid == 0) s.t0 = v;
-        if (tid == 32) s.t1 = v;
-      }
+      CoarseCutoffPair(64u, b0.bin, b1.bin, &s.t0, &s.t1);
       __syncthreads();
       lap(Stat::kCyclesProposal);
       const float t0 = s.t0, t1 = s.t1;
@@ -187,10 +186,9 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
     cluster.sync();
     if (me != 0) continue;
     lap(Stat::kCyclesAdmit);
-    int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+    int32_t* out_row = scope.Out();
     if (t.nan) {
-      FillEmpty<kB>(out_row, k);
-      if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+      scope.Fail<kB>(out_row, RowStatus::kNan);
       __syncthreads();
       continue;
     }
@@ -203,10 +201,9 @@ __global__ void __launch_bounds__(kThreads, kPerSm)
         RefineOut{s.out, &s.out_count});
     __syncthreads();
     lap(Stat::kCyclesRefine);
-    FinalizeRow<kB>(row, s.out, s.out_count, out_row, k, p.sorted != 0, p.deterministic != 0,
-                    reinterpret_cast<uint64_t*>(arena));
+    scope.Finalize<kB>(row, s.out, s.out_count, out_row, reinterpret_cast<uint64_t*>(arena));
     if (tid == 0) {
-      if (a.row_status) a.row_status[r] = RowStatus::kOk;
+      scope.SetStatus(RowStatus::kOk);
       AddStat(p, Stat::kClusterRows, 1);
       AddStat(p, Stat::kRows, 1);
       AddStat(p, Stat::kCandidates, C);

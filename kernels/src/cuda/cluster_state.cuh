@@ -39,26 +39,26 @@ struct ClusterCounts {
 
 // Each rank's certified and band stores in shared memory; more spills to the
 // rank's global slice (A part: certified, B part: band).
-inline constexpr uint32_t kClusterRankStore = 1024;
+inline constexpr uint32_t kClusterRankStore = planner::kClusterRankStore;
 // The rank's arrays: view histogram, all-reduced histogram, the two stores.
 inline constexpr size_t kClusterRankArrayBytes = 4u * (2 * kCoarseBins + 4 * kClusterRankStore);
 
 // Rank 0's refinement stores: the gathered frontier (A) and the next level
 // (B). A row whose admitted set exceeds A is refined by re-scanning the row.
+// Their policies: planner::kCluster1PerSm, kCluster2PerSm.
 template <int kPerSm>
-struct ClusterLayout;
-template <>
-struct ClusterLayout<1> {
-  static constexpr uint32_t kFrontierA = 8192;
-  static constexpr uint32_t kFrontierB = 4096;
-  static constexpr bool kArraysInArenaB = false;
+struct ClusterLayout {
+  static_assert(kPerSm == 1 || kPerSm == 2, "1 or 2 CTAs per SM");
+  static constexpr uint32_t kFrontierA =
+      (kPerSm == 2 ? planner::kCluster2PerSm : planner::kCluster1PerSm).frontier_a;
+  static constexpr uint32_t kFrontierB =
+      (kPerSm == 2 ? planner::kCluster2PerSm : planner::kCluster1PerSm).frontier_b;
+  static constexpr bool kArraysInArenaB =
+      (kPerSm == 2 ? planner::kCluster2PerSm : planner::kCluster1PerSm).arrays_in_arena_b;
 };
-template <>
-struct ClusterLayout<2> {
-  static constexpr uint32_t kFrontierA = kSmemCandidates;
-  static constexpr uint32_t kFrontierB = kSmemFrontier;
-  static constexpr bool kArraysInArenaB = true;
-};
+static_assert(ClusterLayout<2>::kFrontierA == kSmemCandidates &&
+                  ClusterLayout<2>::kFrontierB == kSmemFrontier,
+              "the 2-per-SM rank lays SelectRow's frontiers over its arenas");
 
 template <int kPerSm>
 constexpr size_t ClusterArenaBytes() {

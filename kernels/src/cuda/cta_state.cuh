@@ -10,6 +10,7 @@
 #include "block_primitives.cuh"
 #include "frontier.cuh"
 #include "kernel_args.h"
+#include "workspace_layout.h"
 
 namespace topk::cuda {
 
@@ -82,18 +83,16 @@ template <int kB>
 __device__ __forceinline__ CtaStores MakeCtaStores(SharedState<kB>& s, const KernelParams& p) {
   using V = PersistentVariant<kB>;
   const uint32_t g = static_cast<uint32_t>(p.slice_entries);
-  uint32_t* slice = reinterpret_cast<uint32_t*>(p.cta_slices + blockIdx.x * p.cta_slice_bytes);
+  const CtaSlice slice{CtaSliceBase(p, blockIdx.x), g};
   uint32_t* arena = FrontierArena(s);
   constexpr uint32_t ca = V::kCandidates, cb = V::kFrontier;
-  CtaStores c{Frontier{arena, arena + ca, ca, slice, slice + g, g},
-              Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice + 2 * g, slice + 3 * g, g},
+  CtaStores c{Frontier{arena, arena + ca, ca, slice.AIdx(), slice.AKey(), g},
+              Frontier{arena + 2 * ca, arena + 2 * ca + cb, cb, slice.BIdx(), slice.BKey(), g},
               s.out, reinterpret_cast<uint64_t*>(arena)};
   if (p.staged_k > V::kOutput) {
-    c.out_buf = slice + 4 * g;
-    // The slice holds min(K, N_cap) committed indices (CtaSliceBytes of
-    // staged_k), then the sort: offset by staged_k, not K, or K beyond every
-    // row would place the sort past this CTA's slice.
-    c.sort_buf = reinterpret_cast<uint64_t*>(slice + 4 * g + ((p.staged_k + 1) & ~1));
+    // The slice holds min(K, N_cap) committed indices, then the sort.
+    c.out_buf = slice.Out();
+    c.sort_buf = slice.Sort(p.staged_k);
   }
   return c;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "kernel_args.h"
+#include "plan_workspace.h"
 #include "routes.h"
 #include "topk/cuda/resources.h"
 #include "topk/cuda/route_stats.h"
@@ -46,19 +47,21 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   // always runs the 512-thread one.
   p.block = plan.block == cuda::kSmallThreads ? cuda::kSmallThreads : cuda::kThreads;
   p.min_sampled_length =
-      config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
-  // The slices are sized as the planner sized them: for min(K, N_cap).
-  p.staged_k = CudaStagedK(plan.shape.k, plan.shape.max_width);
-  p.slice_entries = CudaSliceEntries(p.staged_k);
+      config.min_sampled_length > 0 ? config.min_sampled_length : planner::kMinSampledLength;
+  // The workspace as the planner sized it (workspace_layout.h): the slices
+  // for min(K, N_cap), the KV-split row state after the grid's slices.
+  const cuda::WorkspaceLayout w = CudaLayoutWorkspace(plan, config);
+  p.staged_k = w.staged_k;
+  p.slice_entries = w.slice_entries;
   p.counters = reinterpret_cast<uint32_t*>(base + cuda::kCountersOffset);
   p.stats = reinterpret_cast<unsigned long long*>(base + cuda::kStatsOffset);
-  p.cta_slices = base + cuda::kHeaderBytes;
-  p.cta_slice_bytes = cuda::CtaSliceBytes(p.staged_k, p.slice_entries);
+  p.cta_slices = base + w.slices_offset;
+  p.cta_slice_bytes = w.slice_bytes;
   if (plan.route == Route::kKvSplitSampled) {
     p.split = plan.split;
     p.max_rows = plan.shape.max_rows;
-    p.row_entries = CudaKvRowEntries(plan.shape.k);
-    p.row_state = p.cta_slices + int64_t{plan.grid} * p.cta_slice_bytes;
+    p.row_entries = w.row_entries;
+    p.row_state = base + w.row_state_offset;
     p.kv_band = config.kv_split_band ? 1 : 0;
   }
   if (plan.route == Route::kClusterSampled) {

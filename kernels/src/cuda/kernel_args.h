@@ -4,23 +4,21 @@
 
 #include <cstdint>
 
+#include "route_policies.h"
 #include "topk/contract.h"
 #include "topk/cuda/route_stats.h"
 
 namespace topk::cuda {
 
-// The short-row route (short_row_route.cu): one CTA of kShortRowThreads per
-// row, at least kShortRowMinBlocks CTAs per SM (the 40-register bound that
-// buys it; 8 CTAs at 32 registers measured the same, bench/NOTES.md),
-// K <= kShortRowMaxK. Its frontiers live in shared memory only
-// (kShortRowCandidates entries for the boundary bin, kShortRowFrontier for
-// the next level); a level that does not fit re-scans the row, so the route
-// needs no workspace beyond the header.
-inline constexpr int kShortRowThreads = 256;
-inline constexpr int kShortRowMinBlocks = 6;
-inline constexpr int kShortRowCandidates = 1024;
-inline constexpr int kShortRowFrontier = 512;
-inline constexpr int kShortRowMaxK = 4096;
+// The routes' compile-time shapes come from their policies
+// (kernels/src/planner/route_policies.h); these are the kernels' names.
+
+// The short-row route (short_row_route.cu), planner::kShortRow.
+inline constexpr int kShortRowThreads = planner::kShortRow.threads;
+inline constexpr int kShortRowMinBlocks = planner::kShortRow.min_blocks;
+inline constexpr int kShortRowCandidates = planner::kShortRow.candidates;
+inline constexpr int kShortRowFrontier = planner::kShortRow.frontier;
+inline constexpr int kShortRowMaxK = planner::kShortRow.max_k;
 
 // Per-call arguments, passed by value (Run() launches with them; a graph
 // replay writes them into the captured kernel node). The kernels still
@@ -105,86 +103,42 @@ enum TraceWord : int {
   kTraceCycles = 6,
 };
 
-// KV-split per-row state, laid out as [max_rows headers][max_rows candidate
-// buffers]; the headers are zeroed before every launch (one memset of
-// RowStateZeroBytes). The finisher builds the level-0 histogram from the
-// candidates themselves, so no per-row histogram is kept.
-struct RowHeader {
-  uint32_t arrival;  // segment CTAs done
-  uint32_t count;    // admitted candidates
-  uint32_t nan;
-  uint32_t neg_min_key;  // ~(smallest admitted key), 0: none (atomicMax)
-  // kv_split_band only: the band t1 <= x < t0, kept apart in its own buffer.
-  uint32_t band_count;
-  uint32_t band_neg_min_key;
-};
-constexpr int64_t RowStateZeroBytes(int64_t max_rows) {
-  return max_rows * static_cast<int64_t>(sizeof(RowHeader));
-}
-// band: a second buffer per row (kv_split_band), after every row's first.
-inline int64_t RowStateBytes(int64_t max_rows, int64_t row_entries, bool band = false) {
-  const int64_t buffers = band ? 2 : 1;
-  return (RowStateZeroBytes(max_rows) + buffers * max_rows * 8 * row_entries + 255) / 256 * 256;
-}
-
-// Workspace layout: a 1 KiB header (counters, stats), then one slice per CTA.
-inline constexpr int64_t kHeaderBytes = 1024;
-inline constexpr int64_t kCountersOffset = 0;
-inline constexpr int64_t kStatsOffset = 64;
-
 // The route counters in the workspace (one per TOPK_CUDA_ROUTE_STATS entry).
 #define TOPK_CUDA_STAT_ENUMERATOR(field, enumerator) enumerator,
 enum class Stat : int { TOPK_CUDA_ROUTE_STATS(TOPK_CUDA_STAT_ENUMERATOR) kCount };
 #undef TOPK_CUDA_STAT_ENUMERATOR
 inline constexpr int kNumStats = static_cast<int>(Stat::kCount);
-static_assert(kStatsOffset + kNumStats * 8 <= kHeaderBytes, "the counters fit the header");
 
-// Shared-memory capacities of the persistent kernel (entries).
-inline constexpr int kThreads = 512;
-inline constexpr int kSmemCandidates = 6144;  // frontier A: index + key (2 CTAs/SM)
-inline constexpr int kSmemFrontier = 4096;    // frontier B: index + key (2 CTAs/SM)
-inline constexpr int kSmemOutput = 4096;      // committed indices (K <= kCudaMaxFastK)
-// The small-block variant: 4 CTAs of 256 threads per SM (the same 64
-// registers and loads in flight per thread as the default, but while one or two
-// CTAs are in their latency-bound per-row phases the others keep streaming).
-// Its shared memory must fit 4 CTAs (<= 56 KiB each), so the frontiers are
-// smaller (more rows spill candidates to the CTA's global slice) and the
-// shared output holds K <= kSmallMaxK (larger K takes the default variant).
-inline constexpr int kSmallThreads = 256;
-inline constexpr int kSmallCandidates = 2560;  // 10 entries per thread (CompactSegments)
-inline constexpr int kSmallFrontier = 2048;
-inline constexpr int kSmallMaxK = 2048;
+// The persistent kernel's variants (shared-memory capacities in entries):
+// planner::kPersistent512 (2 CTAs/SM; the KV-split and cluster kernels run
+// its 512 threads too) and planner::kPersistent256 (4 CTAs/SM, K <= 2048).
+inline constexpr int kThreads = planner::kPersistent512.threads;
+inline constexpr int kSmemCandidates = planner::kPersistent512.candidates;  // frontier A
+inline constexpr int kSmemFrontier = planner::kPersistent512.frontier;      // frontier B
+inline constexpr int kSmemOutput = planner::kPersistent512.output;          // K <= kCudaMaxFastK
+inline constexpr int kSmallThreads = planner::kPersistent256.threads;
+inline constexpr int kSmallCandidates = planner::kPersistent256.candidates;
+inline constexpr int kSmallFrontier = planner::kPersistent256.frontier;
+inline constexpr int kSmallMaxK = planner::kPersistent256.output;
 
 // Compile-time facts of a variant, by threads per CTA.
 template <int kBlock>
 struct PersistentVariant;
 template <>
 struct PersistentVariant<kThreads> {
-  static constexpr int kMinBlocks = 2;
+  static constexpr int kMinBlocks = planner::kPersistent512.min_blocks;
   static constexpr int kCandidates = kSmemCandidates;
   static constexpr int kFrontier = kSmemFrontier;
   static constexpr int kOutput = kSmemOutput;
+  static constexpr int kAdmitUnroll = planner::kPersistent512.admit_unroll;
 };
 template <>
 struct PersistentVariant<kSmallThreads> {
-  static constexpr int kMinBlocks = 4;
+  static constexpr int kMinBlocks = planner::kPersistent256.min_blocks;
   static constexpr int kCandidates = kSmallCandidates;
   static constexpr int kFrontier = kSmallFrontier;
   static constexpr int kOutput = kSmallMaxK;
+  static constexpr int kAdmitUnroll = planner::kPersistent256.admit_unroll;
 };
-
-// Per-CTA slice: A (idx, key) x G, B (idx, key) x G, and for K above the
-// shared output capacity an output staging array (K) and a sort scratch
-// (pow2(K) 64-bit keys).
-inline int64_t NextPow2(int64_t v) {
-  int64_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-inline int64_t CtaSliceBytes(int32_t k, int64_t slice_entries) {
-  int64_t bytes = 4 * slice_entries * 4;  // A idx, A key, B idx, B key
-  if (k > kSmemOutput) bytes += 4 * (int64_t{k} + 2) + 8 * NextPow2(k);
-  return (bytes + 255) / 256 * 256;
-}
 
 }  // namespace topk::cuda

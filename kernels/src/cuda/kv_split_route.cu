@@ -4,6 +4,7 @@
 #include "cta_state.cuh"
 #include "kv_split_band.cuh"
 #include "routes.h"
+#include "row_scope.cuh"
 #include "select_row.cuh"
 
 namespace topk::cuda {
@@ -35,8 +36,9 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   // Diagnostics (p.row_trace): segment 0 stamps the row's start, the
   // finisher its end (stamps between the phases cost the kernel registers).
   const bool trace = p.row_trace != nullptr && tid == 0;
-  if (trace && seg == 0) TraceStamp(p.row_trace + r * kTraceWords, kTraceStart, false);
+  if (trace && seg == 0) TraceStamp(RowTrace(p, r), kTraceStart, false);
   const uint32_t k = static_cast<uint32_t>(p.k);
+  const RowScope scope{a, p, r, k};
   const CtaStores& c = s.stores;
   const Frontier& fa = c.fa;
   const Frontier& fb = c.fb;
@@ -49,14 +51,15 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   }
   const uint32_t L = static_cast<uint32_t>(length);
   const Row row = RowOf<Row>(a, p, r);
-  auto* headers = reinterpret_cast<RowHeader*>(p.row_state);
-  auto* bufs = reinterpret_cast<uint32_t*>(p.row_state + RowStateZeroBytes(p.max_rows));
+  // The row's state (workspace_layout.h): its header, its certified buffer
+  // and (kv_band) its band buffer.
+  RowHeader* headers = RowHeaders(p);
+  uint32_t* bufs = RowBuffers(p);
   RowHeader& rh = headers[r];
   const uint32_t ge = static_cast<uint32_t>(p.row_entries);
-  uint32_t* row_buf = bufs + r * 2 * p.row_entries;
+  uint32_t* row_buf = CertifiedBuffer(p, bufs, r);
   const Frontier shared_front{nullptr, nullptr, 0, row_buf, row_buf + ge, ge};
-  // kv_band: the band buffers follow every row's certified buffer.
-  uint32_t* band_buf = bufs + (p.max_rows + r) * 2 * p.row_entries;
+  uint32_t* band_buf = BandBuffer(p, bufs, r);
   const Frontier band_front{nullptr, nullptr, 0, band_buf, band_buf + ge, ge};
   const bool band = p.kv_band != 0;
 
@@ -65,19 +68,12 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   if (tid == 0) s.count = 0u, s.nan = 0u, s.out_count = 0u;
   __syncthreads();
   const int stride = p.sample_stride;
-  SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
-  const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
-  const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+  SampleHistogram<kB>(row, L, r, stride, SampleLog2Run(p), s.hist);
   Boundary b0, b1;
-  FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-  if (b0.total < q1) {
+  // Without the band only tau0 is used: one warp computes it.
+  if (!Propose<kB>(s.hist, p.k, stride, s.scratch, band ? 64u : 32u, &s.t0, &s.t1, &b0, &b1)) {
     if (seg == 0) SelectRow<kB, kU, Row>(s, a, p, r, fa, fb, out_buf, sort_buf);
     return;
-  }
-  if (tid < (band ? 64u : 32u)) {
-    const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-    if (tid == 0) s.t0 = t;
-    if (tid == 32) s.t1 = t;
   }
   ClearHist(s);
   __syncthreads();
@@ -103,11 +99,10 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
   if (s.next_row != static_cast<long long>(p.split - 1)) return;
   // Finisher: every segment's candidates, count and histogram are visible.
   __threadfence();
-  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  int32_t* out_row = scope.Out();
   uint32_t C = __ldcg(&rh.count);
   if (__ldcg(&rh.nan) != 0u) {
-    FillEmpty<kB>(out_row, k);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    scope.Fail<kB>(out_row, RowStatus::kNan);
     return;
   }
   // The admitted set is {x >= cut}: certified alone, or certified + band.
@@ -147,13 +142,11 @@ __global__ void __launch_bounds__(kThreads, PersistentVariant<kThreads>::kMinBlo
       RefineOut{out_buf, &s.out_count});
   __syncthreads();
   const uint32_t count = s.out_count;
-  FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0, sort_buf);
+  scope.Finalize<kB>(row, out_buf, count, out_row, sort_buf);
   if (tid == 0) {
-    if (trace) TraceStamp(p.row_trace + r * kTraceWords, kTraceFinalize, false);
-    if (a.row_status) a.row_status[r] = RowStatus::kOk;
-    AddStat(p, Stat::kRows, 1);
-    AddStat(p, Stat::kCandidates, C);
-    if (rescans) AddStat(p, Stat::kRescans, rescans);
+    if (trace) TraceStamp(scope.Trace(), kTraceFinalize, false);
+    scope.SetStatus(RowStatus::kOk);
+    CountRefinedRow(p, C, rescans);
   }
 }
 

@@ -16,6 +16,7 @@
 #include "output.cuh"
 #include "proposal.cuh"
 #include "refinement.cuh"
+#include "row_scope.cuh"
 #include "score_row.cuh"
 #include "topk/algorithm_constants.h"
 #include "topk/contract.h"
@@ -24,35 +25,10 @@
 namespace topk::cuda {
 
 // 4 float4 loads in flight per thread in the certification pass in both
-// variants: both run 1024 threads per SM at 64 registers.
-inline constexpr int kAdmitUnroll = 4;
-
-__device__ __forceinline__ unsigned long long GlobalTimerNs() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
-// Diagnostics (KernelParams::row_trace): stamps word w of a row's trace
-// words t with the global timer; the start also records the SM and, with
-// cycles (one CTA runs the whole row), the clock, which the row's end turns
-// into the row's cycles.
-static __device__ __forceinline__ void TraceStamp(unsigned long long* t, int w,
-                                                  bool cycles = true) {
-  t[w] = GlobalTimerNs();
-  if (w == kTraceStart) {
-    uint32_t sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    t[kTraceSm] = sm;
-    if (cycles) t[kTraceCycles] = static_cast<unsigned long long>(clock64());
-  } else if (w == kTraceFinalize && cycles) {
-    t[kTraceCycles] = static_cast<unsigned long long>(clock64()) - t[kTraceCycles];
-  }
-}
-
-__device__ __forceinline__ void AddStat(const KernelParams& p, Stat stat, unsigned long long v) {
-  if (p.stats != nullptr) atomicAdd(&p.stats[static_cast<int>(stat)], v);
-}
+// variants (their policies, route_policies.h): both run 1024 threads per SM
+// at 64 registers.
+inline constexpr int kAdmitUnroll = PersistentVariant<kThreads>::kAdmitUnroll;
+static_assert(PersistentVariant<kSmallThreads>::kAdmitUnroll == kAdmitUnroll, "one unroll");
 
 // Selects row r into a.indices (and a.row_status) on one CTA of kB threads
 // with kU loads in flight per thread in the certification pass, reading the
@@ -69,16 +45,10 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
                                        const Frontier& fb, uint32_t* out_buf, uint64_t* sort_buf) {
   const uint32_t tid = threadIdx.x;
   const uint32_t k = static_cast<uint32_t>(p.k);
+  const RowScope scope{a, p, r, k};
   const Row row = RowOf<Row>(a, p, r);
   const int64_t length = a.lengths[r];
-  // The row's output (formed where it is written: a pointer live through
-  // the row would cost the phases registers).
-  auto out_row = [&] { return a.indices + r * static_cast<int64_t>(k); };
-  if (length < 0 || length > a.width) {
-    FillEmpty<kB>(out_row(), k);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
-    return;
-  }
+  if (scope.FailBadLength<kB>(length)) return;
   const uint32_t L = static_cast<uint32_t>(length);
   if (tid == 0) s.out_count = 0u, s.nan = 0u, s.count = 0u, s.spill = 0u, s.neg_min_key = 0u;
   ClearHist(s);
@@ -86,28 +56,16 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
   // Phase timers (tid 0's clock after each phase's closing barrier) and,
   // with p.row_trace, the row's start and end on the global timer
   // (TraceStamp; stamps between the phases cost the pass registers).
-  if (tid == 0) s.clock_mark = clock64();
+  const PhaseClock clock{p, s.clock_mark};
+  clock.Start();
   if (tid == 0 && p.row_trace != nullptr) {
     // Kept in shared memory: no register lives through the row for it.
-    s.trace_row = p.row_trace + r * kTraceWords;
+    s.trace_row = scope.Trace();
     TraceStamp(s.trace_row, kTraceStart);
   }
-  auto lap = [&](Stat st) {
-    if (tid == 0) {
-      const long long now = clock64();
-      AddStat(p, st, static_cast<unsigned long long>(now - s.clock_mark));
-      s.clock_mark = now;
-    }
-  };
   uint32_t count;
   if (L <= k) {
-    unsigned nan = 0;
-    for (uint32_t i = tid; i < L; i += kB) {
-      out_buf[i] = i;
-      nan |= IsNan(row.At(i)) ? 1u : 0u;
-    }
-    if (nan) s.nan = 1u;
-    __syncthreads();
+    TakeWholeRow<kB>(row, L, out_buf, &s.nan);
     count = L;
   } else {
     bool need_exact = true;
@@ -119,20 +77,13 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
       // The certification pass's first chunks stream into L2 during the
       // latency-bound proposal.
       if (p.prefetch != 0 && tid == 0) PrefetchRowHead<kB>(row, L);
-      SampleHistogram<kB>(row, L, r, stride, p.sample_run == 8 ? 3 : 0, s.hist);
-      const uint32_t q0 = static_cast<uint32_t>(ProposalQuota(p.k, stride));
-      const uint32_t q1 = static_cast<uint32_t>(RescueQuota(p.k, stride));
+      SampleHistogram<kB>(row, L, r, stride, SampleLog2Run(p), s.hist);
       Boundary b0, b1;
-      FindBoundaries<kB>(s.hist, kCoarseBins, q0, q1, s.scratch, &b0, &b1);
-      if (b0.total >= q1) {
-        if (tid < 64) {
-          const float t = WarpCoarseCutoff(tid < 32 ? b0.bin : b1.bin);
-          if (tid == 0) s.t0 = t, AddStat(p, Stat::kSampled, 1);
-          if (tid == 32) s.t1 = t;
-        }
+      if (Propose<kB>(s.hist, p.k, stride, s.scratch, 64u, &s.t0, &s.t1, &b0, &b1,
+                      [&] { AddStat(p, Stat::kSampled, 1); })) {
         ClearHist(s);
         __syncthreads();
-        lap(Stat::kCyclesProposal);
+        clock.Lap(Stat::kCyclesProposal);
         const float t0 = s.t0, t1 = s.t1;
         AdmitMain<kB, kU, kRing>(s, row, L, t0, fa, p.prefetch != 0, &admit_ring);
         // The band pass below adds to s.count and may set s.nan: every warp
@@ -169,7 +120,7 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
       if (tid == 0) AddStat(p, Stat::kExactRows, 1);
       cut = ExactCandidates<kB, kU>(s, row, L, k, fa);
     }
-    lap(Stat::kCyclesAdmit);
+    clock.Lap(Stat::kCyclesAdmit);
     if (!s.nan) {
       const uint32_t C = s.count;
       if (tid == 0) s.refine[0] = AdmittedView(s, fa), s.refine[1] = fb;
@@ -178,26 +129,20 @@ __device__ __noinline__ void SelectRow(SharedState<kB>& s, const DeviceArgs& a,
       const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
           s, row, L, cut, NoUpperBound(), C, s.refine[0], s.refine[1], k, p.deterministic != 0, top,
           RefineOut{out_buf, &s.out_count});
-      if (tid == 0) {
-        AddStat(p, Stat::kRows, 1);
-        AddStat(p, Stat::kCandidates, C);
-        if (rescans) AddStat(p, Stat::kRescans, rescans);
-      }
+      if (tid == 0) CountRefinedRow(p, C, rescans);
     }
     __syncthreads();
     count = s.out_count;
-    lap(Stat::kCyclesRefine);
+    clock.Lap(Stat::kCyclesRefine);
   }
   if (s.nan) {
-    FillEmpty<kB>(out_row(), k);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    scope.Fail<kB>(RowStatus::kNan);
   } else {
-    FinalizeRow<kB>(row, out_buf, count, out_row(), k, p.sorted != 0, p.deterministic != 0,
-                    sort_buf);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
+    scope.Finalize<kB>(row, out_buf, count, scope.Out(), sort_buf);
+    scope.Status(RowStatus::kOk);
   }
   __syncthreads();
-  lap(Stat::kCyclesFinalize);
+  clock.Lap(Stat::kCyclesFinalize);
   if (tid == 0 && p.row_trace != nullptr) TraceStamp(s.trace_row, kTraceFinalize);
 }
 

@@ -6,9 +6,14 @@
 // (served from L2: the row was read microseconds before) commits every value
 // above its coarse bin and collects the bin, and refinement runs on the bin
 // alone.
-#include "cta_state.cuh"
+#include "block_primitives.cuh"
+#include "frontier.cuh"
+#include "key_levels.cuh"
+#include "proposal.cuh"
+#include "refinement.cuh"
 #include "routes.h"
-#include "select_row.cuh"
+#include "row_scope.cuh"
+#include "score_row.cuh"
 #include "topk/cuda/short_row_variant.h"
 
 namespace topk::cuda {
@@ -173,14 +178,13 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   const Frontier fa{arena, arena + kShortRowCandidates, kShortRowCandidates, nullptr, nullptr, 0};
   uint32_t* arena_b = arena + 2 * kShortRowCandidates;
   const Frontier fb{arena_b, arena_b + kShortRowFrontier, kShortRowFrontier, nullptr, nullptr, 0};
+  const RowScope scope{a, p, r, k};
   const Row row = RowOf<Row>(a, p, r);
   const int64_t length = a.lengths[r];
-  int32_t* out_row = a.indices + r * static_cast<int64_t>(k);
+  int32_t* out_row = scope.Out();
   uint32_t* out_buf =
       staged ? arena + ArenaBytes(p.k, true) / 4 : reinterpret_cast<uint32_t*>(out_row);
-  if (length < 0 || length > a.width) {
-    FillEmpty<kB>(out_row, k);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kBadLength;
+  if (scope.FailBadLength<kB>(length, out_row)) {
     __syncthreads();
     return;
   }
@@ -197,23 +201,11 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
   if (tid == 0) s.out_count = 0u, s.cand_count = 0u, s.nan = 0u;
   for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
   __syncthreads();
-  if (tid == 0) s.clock_mark = clock64();
-  auto lap = [&](Stat st) {
-    if (tid == 0) {
-      const long long now = clock64();
-      AddStat(p, st, static_cast<unsigned long long>(now - s.clock_mark));
-      s.clock_mark = now;
-    }
-  };
+  const PhaseClock clock{p, s.clock_mark};
+  clock.Start();
   uint32_t count = L;
   if (L <= k) {
-    unsigned nan = 0;
-    for (uint32_t i = tid; i < L; i += kB) {
-      out_buf[i] = i;
-      nan |= IsNan(row.At(i)) ? 1u : 0u;
-    }
-    if (nan) s.nan = 1u;
-    __syncthreads();
+    TakeWholeRow<kB>(row, L, out_buf, &s.nan);
   } else {
     // Pass 1: the coarse histogram of the whole row gives the bin that holds
     // the K-th value, `below` values above it and `in_bin` in it.
@@ -222,14 +214,10 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
     if (!s.nan) {
       const uint32_t quota = k - bd.below;  // 1 <= quota <= in_bin
       const bool take_all = bd.in_bin == quota;
-      if (tid < 64) {
-        const float t = WarpCoarseCutoff(tid < 32 ? bd.bin : bd.bin - 1u);
-        if (tid == 0) s.t_bin = t;
-        if (tid == 32) s.t_above = t;
-      }
+      CoarseCutoffPair(64u, bd.bin, bd.bin - 1u, &s.t_bin, &s.t_above);
       for (uint32_t i = tid; i < kCoarseBins; i += kB) s.hist[i] = 0u;
       __syncthreads();
-      lap(Stat::kCyclesProposal);
+      clock.Lap(Stat::kCyclesProposal);
       const float t_bin = s.t_bin, t_above = s.t_above;
       // The bin's keys lie in (Key32(t_above), Key32(t_bin)]: their common
       // leading bits are known before any of them is seen, so the pass can
@@ -244,7 +232,7 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
                                 nullptr);
       }
       __syncthreads();
-      lap(Stat::kCyclesAdmit);
+      clock.Lap(Stat::kCyclesAdmit);
       const uint32_t collected = s.cand_count;
       uint32_t rescans = 0;
       if (!take_all) {
@@ -259,23 +247,21 @@ __device__ __forceinline__ void SelectShortRow(ShortRowState& s, const DeviceArg
       }
       __syncthreads();
       count = s.out_count;
-      lap(Stat::kCyclesRefine);
+      clock.Lap(Stat::kCyclesRefine);
     }
   }
   if (s.nan) {
-    FillEmpty<kB>(out_row, k);
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kNan;
+    scope.Fail<kB>(out_row, RowStatus::kNan);
   } else {
     if (staged) {
-      FinalizeRow<kB>(row, out_buf, count, out_row, k, p.sorted != 0, p.deterministic != 0,
-                      reinterpret_cast<uint64_t*>(arena));
+      scope.Finalize<kB>(row, out_buf, count, out_row, reinterpret_cast<uint64_t*>(arena));
     } else {
       for (uint32_t i = count + tid; i < k; i += kB) out_row[i] = -1;
     }
-    if (tid == 0 && a.row_status) a.row_status[r] = RowStatus::kOk;
+    scope.Status(RowStatus::kOk);
   }
   __syncthreads();
-  lap(Stat::kCyclesFinalize);
+  clock.Lap(Stat::kCyclesFinalize);
 }
 
 template <typename Row, bool kSharedRow>

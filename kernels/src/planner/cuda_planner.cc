@@ -5,9 +5,12 @@
 
 #include "absl/strings/str_format.h"
 #include "kernel_args.h"
+#include "plan_workspace.h"
+#include "route_policies.h"
 #include "route_table.h"
 #include "topk/algorithm_constants.h"
 #include "topk/cuda_selector.h"
+#include "workspace_layout.h"
 
 namespace topk {
 
@@ -24,25 +27,35 @@ int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm) {
 }
 // Where the 256-thread kernel measured faster on FP32 rows.
 bool SmallBlockFp32Region(const ProblemShape& shape) {
-  return shape.max_width <= kCudaSmallBlockMaxWidth ||
-         (shape.max_width <= kCudaSmallBlockWideMaxWidth &&
-          shape.max_rows >= kCudaSmallBlockWideMinRows);
+  return shape.max_width <= planner::kSmallBlockRegion.max_width ||
+         (shape.max_width <= planner::kSmallBlockRegion.wide_max_width &&
+          shape.max_rows >= planner::kSmallBlockRegion.wide_min_rows);
 }
 
 }  // namespace
 
-int64_t CudaSliceEntries(int32_t k) { return std::max<int64_t>(4 * int64_t{k}, 16384); }
+// The workspace's sizes are workspace_layout.h's; these are its public names.
+int64_t CudaSliceEntries(int32_t k) { return cuda::SliceEntries(k); }
 
 size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
   return static_cast<size_t>(cuda::kHeaderBytes +
-                             int64_t{grid} * cuda::CtaSliceBytes(k, CudaSliceEntries(k)));
+                             int64_t{grid} * cuda::CtaSliceBytes(k, cuda::SliceEntries(k)));
 }
 
-int32_t CudaStagedK(int32_t k, int64_t max_width) {
-  return static_cast<int32_t>(std::max<int64_t>(1, std::min<int64_t>(k, max_width)));
+int32_t CudaStagedK(int32_t k, int64_t max_width) { return cuda::StagedK(k, max_width); }
+
+int64_t CudaKvRowEntries(int32_t k) { return cuda::KvRowEntries(k); }
+
+cuda::WorkspaceParts CudaWorkspaceParts(Route route) {
+  if (route == Route::kShortRowExact) return cuda::WorkspaceParts::kHeaderOnly;
+  if (route == Route::kKvSplitSampled) return cuda::WorkspaceParts::kSlicesAndRowState;
+  return cuda::WorkspaceParts::kSlices;
 }
 
-int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCandidates; }
+cuda::WorkspaceLayout CudaLayoutWorkspace(const Plan& plan, const CudaSelectorConfig& config) {
+  return cuda::LayoutWorkspace(CudaWorkspaceParts(plan.route), plan.shape.k, plan.shape.max_width,
+                               plan.grid, plan.shape.max_rows, config.kv_split_band);
+}
 
 // M_cap enters twice: 512 < K <= 2048 at 32K, where the route won at M = 4096
 // and 8192 and lost at 1024 (a tie at 256); K <= 512 at 64K, where it won at
@@ -51,13 +64,15 @@ int64_t CudaKvRowEntries(int32_t k) { return CudaSliceEntries(k) + cuda::kSmemCa
 // and lost from 4096 on. Below 256 rows the 64K bucket keeps KV-split (or one
 // persistent CTA per row), which that sweep did not measure against.
 int64_t CudaShortRowReach(int32_t k, int64_t max_rows) {
-  if (k <= kCudaShortRowSmallK) {
-    return max_rows >= kCudaShortRowWideMinRows && max_rows <= kCudaShortRowWideMaxRows
-               ? kCudaShortRowReachSmallKWide
-               : kCudaShortRowReachSmallK;
+  if (k <= planner::kShortRowReach.small_k) {
+    return max_rows >= planner::kShortRowReach.wide_min_rows &&
+                   max_rows <= planner::kShortRowReach.wide_max_rows
+               ? planner::kShortRowReach.reach_small_k_wide
+               : planner::kShortRowReach.reach_small_k;
   }
-  if (k <= kCudaShortRowMeasuredMaxK) {
-    return max_rows >= kCudaShortRowManyRows ? kCudaShortRowReachManyRows : kCudaShortRowReach;
+  if (k <= planner::kShortRowReach.measured_max_k) {
+    return max_rows >= planner::kShortRowReach.many_rows ? planner::kShortRowReach.reach_many_rows
+                                                         : planner::kShortRowReach.reach;
   }
   return 0;
 }
@@ -66,25 +81,27 @@ bool CudaUseSmallBlocks(const ProblemShape& shape, const CudaDeviceInfo& device,
                         const CudaSelectorConfig& config) {
   // The small variant's shared output holds K <= kSmallMaxK and its slice has
   // no staging area for more.
-  if (device.small_block_ctas_per_sm <= 0 || shape.k > cuda::kSmallMaxK) return false;
+  if (device.small_block_ctas_per_sm <= 0 || shape.k > planner::kPersistent256.output) return false;
   if (config.ctas_per_sm_target == 4) return true;
   if (config.ctas_per_sm_target != 0) return false;
   return SmallBlockFp32Region(shape) ||
-         (shape.dtype != ScoreType::kFloat32 && shape.max_rows >= kCudaSmallBlock16MinRows &&
-          shape.max_width <= kCudaSmallBlock16MaxWidth);
+         (shape.dtype != ScoreType::kFloat32 &&
+          shape.max_rows >= planner::kSmallBlockRegion.min_rows_16 &&
+          shape.max_width <= planner::kSmallBlockRegion.max_width_16);
 }
 
 bool CudaUseAdmitRing(const ProblemShape& shape, int32_t block, const CudaSelectorConfig& config) {
   if (config.admit_ring >= 0) return config.admit_ring > 0;
-  const int64_t min_width =
-      shape.dtype == ScoreType::kFloat32 ? kCudaAdmitRingMinWidth32 : kCudaAdmitRingMinWidth16;
-  return block == cuda::kSmallThreads && SmallBlockFp32Region(shape) &&
+  const int64_t min_width = shape.dtype == ScoreType::kFloat32
+                                ? planner::kAdmitRingRegion.min_width_32
+                                : planner::kAdmitRingRegion.min_width_16;
+  return block == planner::kPersistent256.threads && SmallBlockFp32Region(shape) &&
          shape.max_width >= min_width;
 }
 
 int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& config) {
   if (!config.enable_kv_split || config.kv_split_force <= 0 ||
-      shape.max_width < kCudaKvSplitMinWidth) {
+      shape.max_width < planner::kKvSplit.min_width) {
     return 0;
   }
   // The grid is an int32 of CTAs.
@@ -95,17 +112,19 @@ int32_t CudaForcedSplit(const ProblemShape& shape, const CudaSelectorConfig& con
 CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceInfo& device,
                                     const CudaSelectorConfig& config) {
   if (config.cluster_route < 0 || !config.enable_sampling || shape.k > kCudaMaxFastK ||
-      shape.max_width < kCudaClusterMinWidth) {
+      shape.max_width < planner::kClusterTable.min_width) {
     return {};
   }
-  // The measured table (cuda_selector.h).
-  const bool few =
-      shape.max_rows <= kCudaClusterMaxRows && shape.max_width >= kCudaClusterTableMinWidth;
+  // The measured table (route_policies.h, ClusterTable).
+  const bool few = shape.max_rows <= planner::kClusterTable.max_rows &&
+                   shape.max_width >= planner::kClusterTable.table_min_width;
   if (config.cluster_route == 0 && !few) return {};
   CudaClusterChoice c;
-  c.size = config.cluster_size != 0
-               ? config.cluster_size
-               : (shape.max_rows == 1 && shape.max_width >= kCudaCluster16MinWidth ? 16 : 8);
+  c.size =
+      config.cluster_size != 0
+          ? config.cluster_size
+          : (shape.max_rows == 1 && shape.max_width >= planner::kClusterTable.min_width_16 ? 16
+                                                                                           : 8);
   c.ctas_per_sm = config.cluster_ctas_per_sm != 0 ? config.cluster_ctas_per_sm : 1;
   c.clusters = ClustersOf(device, c.size, c.ctas_per_sm);
   if (c.clusters <= 0) return {};
@@ -121,7 +140,7 @@ void SetShortRow(const ProblemShape& shape, const CudaSelectorConfig& config, Pl
   // shared memory only, so the workspace is the header alone.
   plan->route = Route::kShortRowExact;
   plan->sample_stride = 0;
-  plan->block = cuda::kShortRowThreads;
+  plan->block = planner::kShortRow.threads;
   plan->split = 1;
   const int64_t grid = config.grid_override > 0 ? config.grid_override : shape.max_rows;
   plan->grid = static_cast<int32_t>(std::min<int64_t>({grid, shape.max_rows, kMaxShortRowGrid}));
@@ -129,14 +148,14 @@ void SetShortRow(const ProblemShape& shape, const CudaSelectorConfig& config, Pl
 
 void SetKvSplit(const ProblemShape& shape, int32_t split, Plan* plan) {
   plan->route = Route::kKvSplitSampled;
-  plan->block = cuda::kThreads;
+  plan->block = planner::kPersistent512.threads;
   plan->split = split;
   plan->grid = static_cast<int32_t>(shape.max_rows * split);
 }
 
 void SetCluster(const ProblemShape& shape, const CudaClusterChoice& cluster, Plan* plan) {
   plan->route = Route::kClusterSampled;
-  plan->block = cuda::kThreads;
+  plan->block = planner::kPersistent512.threads;
   plan->split = cluster.size;
   plan->ctas_per_sm = cluster.ctas_per_sm;
   plan->grid =
@@ -145,18 +164,10 @@ void SetCluster(const ProblemShape& shape, const CudaClusterChoice& cluster, Pla
 
 // No row is longer than N_cap, so none commits more than min(K, N_cap): the
 // slices (candidate stores, output staging, sort scratch) are sized for that,
-// not for K. The short-row route keeps its frontiers in shared memory.
+// not for K. The short-row route keeps its frontiers in shared memory
+// (workspace_layout.h).
 void FinishPlan(const CudaSelectorConfig& config, Plan* plan) {
-  const ProblemShape& shape = plan->shape;
-  if (plan->route == Route::kShortRowExact) {
-    plan->workspace_bytes = static_cast<size_t>(cuda::kHeaderBytes);
-    return;
-  }
-  plan->workspace_bytes = CudaWorkspaceBytes(CudaStagedK(shape.k, shape.max_width), plan->grid);
-  if (plan->route == Route::kKvSplitSampled) {
-    plan->workspace_bytes += static_cast<size_t>(
-        cuda::RowStateBytes(shape.max_rows, CudaKvRowEntries(shape.k), config.kv_split_band));
-  }
+  plan->workspace_bytes = static_cast<size_t>(CudaLayoutWorkspace(*plan, config).total_bytes);
 }
 
 // The table applies only to the planner's own choices: a configuration that
@@ -176,7 +187,7 @@ bool ApplyTableChoice(planner::TableChoice choice, const ProblemShape& shape,
                       const CudaDeviceInfo& device, const CudaSelectorConfig& config, Plan* plan) {
   using planner::TableChoice;
   const auto sampled = [&](int32_t block, int ctas_per_sm) {
-    if (shape.k > kCudaMaxFastK || shape.max_width < kCudaMinSampledLength) return false;
+    if (shape.k > kCudaMaxFastK || shape.max_width < planner::kMinSampledLength) return false;
     plan->route = Route::kPersistentSampled;
     plan->sample_stride = kSampleStride;
     plan->block = block;
@@ -185,7 +196,7 @@ bool ApplyTableChoice(planner::TableChoice choice, const ProblemShape& shape,
     return true;
   };
   const auto kv = [&](int32_t split) {
-    if (shape.k > kCudaMaxFastK || shape.max_width < kCudaKvSplitMinWidth ||
+    if (shape.k > kCudaMaxFastK || shape.max_width < planner::kKvSplit.min_width ||
         shape.max_rows * split > (int64_t{1} << 30)) {
       return false;
     }
@@ -194,7 +205,7 @@ bool ApplyTableChoice(planner::TableChoice choice, const ProblemShape& shape,
     return true;
   };
   const auto cluster = [&](int size, int ctas_per_sm) {
-    if (shape.k > kCudaMaxFastK || shape.max_width < kCudaClusterMinWidth) return false;
+    if (shape.k > kCudaMaxFastK || shape.max_width < planner::kClusterTable.min_width) return false;
     const CudaClusterChoice c{size, ctas_per_sm, ClustersOf(device, size, ctas_per_sm)};
     if (c.clusters <= 0) return false;
     plan->sample_stride = kSampleStride;
@@ -205,12 +216,13 @@ bool ApplyTableChoice(planner::TableChoice choice, const ProblemShape& shape,
     case TableChoice::kRules:
       return false;
     case TableChoice::kPersistent512:
-      return sampled(cuda::kThreads, device.persistent_ctas_per_sm);
+      return sampled(planner::kPersistent512.threads, device.persistent_ctas_per_sm);
     case TableChoice::kPersistent256:
-      if (device.small_block_ctas_per_sm <= 0 || shape.k > cuda::kSmallMaxK) return false;
-      return sampled(cuda::kSmallThreads, device.small_block_ctas_per_sm);
+      if (device.small_block_ctas_per_sm <= 0 || shape.k > planner::kPersistent256.output)
+        return false;
+      return sampled(planner::kPersistent256.threads, device.small_block_ctas_per_sm);
     case TableChoice::kShortRow:
-      if (shape.k > cuda::kShortRowMaxK) return false;
+      if (shape.k > planner::kShortRow.max_k) return false;
       SetShortRow(shape, config, plan);
       return true;
     case TableChoice::kKvSplit2:
@@ -289,7 +301,7 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   Plan plan;
   plan.shape = shape;
   plan.options = options;
-  plan.block = cuda::kThreads;
+  plan.block = planner::kPersistent512.threads;
   plan.split = 1;
   if (TableApplies(config)) {
     const planner::RouteTableEntry* entry =
@@ -314,11 +326,11 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   // The 512-thread kernel's residency (also the KV-split kernel's).
   const int64_t resident = int64_t{device.sm_count} * device.persistent_ctas_per_sm;
   const int64_t min_sampled =
-      config.min_sampled_length > 0 ? config.min_sampled_length : kCudaMinSampledLength;
+      config.min_sampled_length > 0 ? config.min_sampled_length : planner::kMinSampledLength;
   const int64_t short_row_reach = config.short_row_max_width > 0
                                       ? config.short_row_max_width
                                       : CudaShortRowReach(shape.k, shape.max_rows);
-  if (config.enable_sampling && config.enable_short_rows && shape.k <= cuda::kShortRowMaxK &&
+  if (config.enable_sampling && config.enable_short_rows && shape.k <= planner::kShortRow.max_k &&
       shape.max_width <= short_row_reach) {
     SetShortRow(shape, config, &plan);
     FinishPlan(config, &plan);
@@ -340,7 +352,7 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   const bool small = CudaUseSmallBlocks(shape, device, config) &&
                      (plan.route == Route::kPersistentSampled ||
                       (plan.route == Route::kRowLocalExact && config.ctas_per_sm_target == 4));
-  if (small) plan.block = cuda::kSmallThreads;
+  if (small) plan.block = planner::kPersistent256.threads;
   const int64_t persistent_resident =
       small ? int64_t{device.sm_count} * device.small_block_ctas_per_sm : resident;
   const int64_t grid = config.grid_override > 0 ? config.grid_override : persistent_resident;
@@ -349,8 +361,8 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   // Few long rows: split each over 2/4/8 CTAs so the certification pass spans
   // the device (the persistent grid would leave most SMs idle).
   if (plan.route == Route::kPersistentSampled && config.enable_kv_split &&
-      shape.max_width >= kCudaKvSplitMinWidth) {
-    for (int32_t split : {8, 4, 2}) {
+      shape.max_width >= planner::kKvSplit.min_width) {
+    for (int32_t split : planner::kKvSplit.splits) {
       if (shape.max_rows * split <= resident) {
         SetKvSplit(shape, split, &plan);
         break;
