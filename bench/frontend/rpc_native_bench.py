@@ -93,6 +93,50 @@ class Verifier:
         return True
 
 
+STAGES = ("prepare", "queue", "device", "total")
+
+
+class ServerStages:
+    """The server's own time per call by stage (topk_latency_seconds, from
+    its metrics endpoint): the mean over the calls between two scrapes, so a
+    path's extra latency can be placed on the server or outside it (the wire
+    and the client). Empty when the bench runs without --metrics_port."""
+
+    def __init__(self, port: int):
+        self.url = f"http://127.0.0.1:{port}/metrics" if port else ""
+        self.last = self._scrape()
+
+    def _scrape(self):
+        if not self.url:
+            return {}
+        import urllib.request
+        sums = {}
+        with urllib.request.urlopen(self.url, timeout=5) as reply:
+            for line in reply.read().decode().splitlines():
+                if not line.startswith("topk_latency_seconds_"):
+                    continue
+                name, value = line.rsplit(" ", 1)
+                for stage in STAGES:
+                    if f'stage="{stage}"' in name:
+                        kind = "sum" if name.startswith("topk_latency_seconds_sum") else (
+                            "count" if name.startswith("topk_latency_seconds_count") else "")
+                        if kind:
+                            sums[(stage, kind)] = float(value)
+        return sums
+
+    def since_last(self):
+        """{srv_<stage>_us: mean} over the calls since the previous call."""
+        now = self._scrape()
+        means = {}
+        for stage in STAGES:
+            calls = now.get((stage, "count"), 0) - self.last.get((stage, "count"), 0)
+            seconds = now.get((stage, "sum"), 0) - self.last.get((stage, "sum"), 0)
+            if self.url:
+                means[f"srv_{stage}_us"] = round(1e6 * seconds / calls, 1) if calls else ""
+        self.last = now
+        return means
+
+
 def percentile(samples, q):
     return float(np.percentile(np.asarray(samples), q)) if samples else float("nan")
 
@@ -218,6 +262,9 @@ def main():
     parser.add_argument("--min_calls", type=int, default=20)
     parser.add_argument("--ordering", choices=("host", "event"), default="host",
                         help="ipc: ZeroCopyClient.select's ordering")
+    parser.add_argument("--metrics_port", type=int, default=0,
+                        help="serve the server's metrics there and report its time per call by "
+                             "stage for each path (srv_*_us); 0: off")
     parser.add_argument("--lengths", choices=("inline", "device"), default="inline",
                         help="ipc: lengths in the request or in a CUDA tensor (as the loadgen's)")
     parser.add_argument("--reset_output", type=int, choices=(0, 1), default=1,
@@ -231,7 +278,8 @@ def main():
     target = f"unix:{socket}"
     backend = "cpu" if args.transport == "shm" else "cuda"
     log = open(os.path.join(args.out, "server.log"), "w")
-    server = subprocess.Popen([server_bin, f"--listen={target}", "--metrics_listen=",
+    metrics = f"127.0.0.1:{args.metrics_port}" if args.metrics_port else ""
+    server = subprocess.Popen([server_bin, f"--listen={target}", f"--metrics_listen={metrics}",
                                f"--backend={backend}", "--enable_regions",
                                f"--max_k={args.k}"], stdout=log, stderr=subprocess.STDOUT)
     rounds_rows, failed = [], False
@@ -240,6 +288,7 @@ def main():
             probe.wait_for_serving(60)
         if args.transport == "ipc":
             __import__("torch")  # the ipc paths need it: fail before any work
+        stages = ServerStages(args.metrics_port)
         shapes = [("ref", s) for s in args.shapes.split(",") if s]
         if args.inline_shape:
             shapes.append(("inline", args.inline_shape))
@@ -262,7 +311,7 @@ def main():
                     os.path.join(work, "loadgen.csv"))
                 rounds_rows.append(dict(round=round_index, kind=kind, shape=shape,
                                         path="topk-loadgen (C++)", calls=calls, p50_us=p50,
-                                        p99_us=p99, inexact=0))
+                                        p99_us=p99, inexact=0, **stages.since_last()))
                 # Alternate which Python path goes first, round by round.
                 order = (False, True) if round_index % 2 == 0 else (True, False)
                 for native in order:
@@ -273,12 +322,14 @@ def main():
                     except Exception as e:  # a path that fails is reported, the rest go on
                         print(f"{kind} {shape} {name}: FAILED: {e}", file=sys.stderr)
                         failed = True
+                        stages.since_last()
                         continue
                     failed |= inexact > 0
                     rounds_rows.append(dict(round=round_index, kind=kind, shape=shape,
                                             path=f"python {name}", calls=len(samples),
                                             p50_us=percentile(samples, 50),
-                                            p99_us=percentile(samples, 99), inexact=inexact))
+                                            p99_us=percentile(samples, 99), inexact=inexact,
+                                            **stages.since_last()))
                 print(f"round {round_index + 1}/{args.rounds} {kind} {shape} done",
                       file=sys.stderr)
     finally:
@@ -334,7 +385,11 @@ def report(rounds_rows, args):
                           k=args.k, path=path, rounds=len(mine),
                           calls=sum(r["calls"] for r in mine), p50_us=round(p50, 1),
                           p99_us=round(p99, 1), x_loadgen_p50=round(p50 / base_p50, 3),
-                          inexact=sum(r["inexact"] for r in mine)))
+                          inexact=sum(r["inexact"] for r in mine),
+                          **{f"srv_{st}_us": round(float(np.median(
+                              [r[f"srv_{st}_us"] for r in mine])), 1)
+                             for st in STAGES if all(r.get(f"srv_{st}_us") not in (None, "")
+                                                     for r in mine)}))
     with open(os.path.join(args.out, "rpc_native.csv"), "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["shape"])
         writer.writeheader()
@@ -344,7 +399,8 @@ def report(rounds_rows, args):
     for t in table:
         print(f"{t['transport']:9} {t['shape']:11} {t['path']:20} {t['calls']:>6} "
               f"{t['p50_us']:>10.1f} {t['p99_us']:>10.1f} {t['x_loadgen_p50']:>9.2f} "
-              f"{t['inexact']}")
+              f"{t['inexact']}" + "".join(f" srv_{st} {t[f'srv_{st}_us']}" for st in STAGES
+                                          if f"srv_{st}_us" in t))
     print(f"CSV: {os.path.join(args.out, 'rpc_native.csv')} (rounds: rpc_native_rounds.csv)")
 
 
