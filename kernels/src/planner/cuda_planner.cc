@@ -34,29 +34,6 @@ bool SmallBlockFp32Region(const ProblemShape& shape) {
 
 }  // namespace
 
-// The workspace's sizes are workspace_layout.h's; these are its public names.
-int64_t CudaSliceEntries(int32_t k) { return cuda::SliceEntries(k); }
-
-size_t CudaWorkspaceBytes(int32_t k, int32_t grid) {
-  return static_cast<size_t>(cuda::kHeaderBytes +
-                             int64_t{grid} * cuda::CtaSliceBytes(k, cuda::SliceEntries(k)));
-}
-
-int32_t CudaStagedK(int32_t k, int64_t max_width) { return cuda::StagedK(k, max_width); }
-
-int64_t CudaKvRowEntries(int32_t k) { return cuda::KvRowEntries(k); }
-
-cuda::WorkspaceParts CudaWorkspaceParts(Route route) {
-  if (route == Route::kShortRowExact) return cuda::WorkspaceParts::kHeaderOnly;
-  if (route == Route::kKvSplitSampled) return cuda::WorkspaceParts::kSlicesAndRowState;
-  return cuda::WorkspaceParts::kSlices;
-}
-
-cuda::WorkspaceLayout CudaLayoutWorkspace(const Plan& plan, const CudaSelectorConfig& config) {
-  return cuda::LayoutWorkspace(CudaWorkspaceParts(plan.route), plan.shape.k, plan.shape.max_width,
-                               plan.grid, plan.shape.max_rows, config.kv_split_band);
-}
-
 // M_cap enters twice: 512 < K <= 2048 at 32K, where the route won at M = 4096
 // and 8192 and lost at 1024 (a tie at 256); K <= 512 at 64K, where it won at
 // M = 256 and 1024 (0.6913 and 0.9145 of persistent-sampled's time:
