@@ -7,8 +7,9 @@
 //   3. route_parameters.cc: one small function per route turns the choice
 //      into the plan's kernel shape and grid (DeriveRouteParameters).
 // cuda_planner.cc validates the request and runs the three in order. Adding
-// a route: its policy in route_policies.h, a candidate, a derivation (and,
-// if the sweep measures it, a TableChoice).
+// a route: its Route (selector.h), its policy (route_policies.h), a
+// candidate, a derivation, its workspace parts (plan_workspace.cc) and, if
+// the route sweep measures it, a TableChoice.
 #pragma once
 
 #include <cstdint>
