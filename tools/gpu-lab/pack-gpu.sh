@@ -15,8 +15,8 @@ cmake -S . -B "$build" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
 cmake --build "$build" -j "$jobs" --target topk_cuda_test topk_cuda_key_maps_test \
   cuda_planner_test topk-bench-gpu topk-plan topk_c
-bins=("$build/tests/cuda/topk_cuda_test" "$build/tests/cuda/topk_cuda_key_maps_test"
-      "$build/tests/kernels/cuda_planner_test" "$build/bench/gpu/topk-bench-gpu"
+bins=("$build/tests/kernels/cuda/topk_cuda_test" "$build/tests/kernels/cuda/topk_cuda_key_maps_test"
+      "$build/tests/kernels/planner/cuda_planner_test" "$build/bench/gpu/topk-bench-gpu"
       "$build/kernels/src/cuda/topk-plan")
 if [ -n "${TOPK_BASELINE:-}" ]; then
   src=$build-baseline-src

@@ -109,7 +109,7 @@ TOPK_HD uint16_t HalfBitsRoundNearestSoftware(float f) {
 // The same map; on the GPU one cvt.rn.f16.f32 instead of ~30 integer
 // instructions (the proposal and exact-route histograms evaluate it per
 // value). NaN keeps the software's pattern so both sides agree on every input
-// (tests/cuda checks all 2^32 patterns on the device).
+// (tests/kernels/cuda checks all 2^32 patterns on the device).
 TOPK_HD uint16_t HalfBitsRoundNearest(float f) {
 #if defined(__CUDA_ARCH__)
   const uint16_t h = __half_as_ushort(__float2half_rn(f));
@@ -175,7 +175,7 @@ TOPK_HD float CoarseCutoff(uint32_t b) {
 TOPK_HD float Bf16BitsToFloat(uint16_t h) { return BitsToFloat(static_cast<uint32_t>(h) << 16); }
 
 // Exact FP16 -> FP32 in integer arithmetic: the definition (the host has no
-// portable FP16 type; tests/cuda checks the device's conversion against it
+// portable FP16 type; tests/kernels/cuda checks the device's conversion against it
 // on all 2^16 patterns).
 TOPK_HD float Fp16BitsToFloatSoftware(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
