@@ -27,6 +27,7 @@ Exit status 1 when an answer was inexact or a path failed.
 import argparse
 import csv
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -106,34 +107,31 @@ class ServerStages:
         self.url = f"http://127.0.0.1:{port}/metrics" if port else ""
         self.last = self._scrape()
 
+    # One line per stage and kind of the Prometheus text format, e.g.
+    # topk_latency_seconds_sum{stage="device"} 0.0123
+    _LINE = re.compile(r'^topk_latency_seconds_(sum|count)\{stage="(\w+)"\} (\S+)$')
+
     def _scrape(self):
+        """{(stage, "sum" | "count"): value} as the server reports it now."""
         if not self.url:
             return {}
         import urllib.request
-        sums = {}
         with urllib.request.urlopen(self.url, timeout=5) as reply:
-            for line in reply.read().decode().splitlines():
-                if not line.startswith("topk_latency_seconds_"):
-                    continue
-                name, value = line.rsplit(" ", 1)
-                for stage in STAGES:
-                    if f'stage="{stage}"' in name:
-                        kind = "sum" if name.startswith("topk_latency_seconds_sum") else (
-                            "count" if name.startswith("topk_latency_seconds_count") else "")
-                        if kind:
-                            sums[(stage, kind)] = float(value)
-        return sums
+            text = reply.read().decode()
+        return {(m[2], m[1]): float(m[3])
+                for m in map(self._LINE.match, text.splitlines()) if m}
 
     def since_last(self):
         """{srv_<stage>_us: mean} over the calls since the previous call."""
-        now = self._scrape()
+        if not self.url:
+            return {}
+        now, before = self._scrape(), self.last
+        self.last = now
         means = {}
         for stage in STAGES:
-            calls = now.get((stage, "count"), 0) - self.last.get((stage, "count"), 0)
-            seconds = now.get((stage, "sum"), 0) - self.last.get((stage, "sum"), 0)
-            if self.url:
-                means[f"srv_{stage}_us"] = round(1e6 * seconds / calls, 1) if calls else ""
-        self.last = now
+            calls = now.get((stage, "count"), 0) - before.get((stage, "count"), 0)
+            seconds = now.get((stage, "sum"), 0) - before.get((stage, "sum"), 0)
+            means[f"srv_{stage}_us"] = round(1e6 * seconds / calls, 1) if calls else ""
         return means
 
 
