@@ -1,6 +1,6 @@
 // The planner's decision in three steps, each its own file:
 //   1. route_candidates.cc: the rules, an ordered list of route candidates;
-//      the first whose predicate holds names the route (ChooseRouteByRules).
+//      the first that applies names the route (ChooseRouteByRules).
 //   2. table_override.cc: the measured route table (route_table.h) replaces
 //      that choice where it measured another route faster and the route fits
 //      the bucket (ConsultRouteTable); it also writes Plan::why.
