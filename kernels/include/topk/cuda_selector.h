@@ -48,7 +48,9 @@ struct CudaSelectorConfig {
   // false: every row takes exact coarse recovery (Route::kRowLocalExact); the
   // benchmark's "sampling off" baseline.
   bool enable_sampling = true;
-  // s; 0: the planner's choice (64, or 128 for very wide rows).
+  // s; 0: the planner's choice (32 where a bucket's rows run in a few waves,
+  // route_policies.h kDenseSampling; 64 elsewhere). 32, 64, 128 or 256 pins it
+  // for every bucket (and keeps the rules: an A/B setting).
   int32_t sample_stride = 0;
   // Consecutive floats read per view position group: 1 is the paper's view
   // (one float every s positions, one 32-byte sector per sample); 8 reads whole

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "plan_workspace.h"
 #include "route_choice.h"
+#include "route_policies.h"
 #include "topk/cuda_selector.h"
 
 namespace topk {
@@ -40,10 +41,10 @@ absl::Status CheckRequest(const ProblemShape& shape, const CudaDeviceInfo& devic
   if (device.sm_count <= 0 || device.persistent_ctas_per_sm <= 0) {
     return absl::FailedPreconditionError("device info: no SMs or no resident CTAs");
   }
-  if (config.sample_stride != 0 && config.sample_stride != 64 && config.sample_stride != 128 &&
-      config.sample_stride != 256) {
+  if (config.sample_stride != 0 && config.sample_stride != 32 && config.sample_stride != 64 &&
+      config.sample_stride != 128 && config.sample_stride != 256) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("sample_stride = %d: 64, 128 or 256", config.sample_stride));
+        absl::StrFormat("sample_stride = %d: 32, 64, 128 or 256", config.sample_stride));
   }
   if (config.sample_run != 1 && config.sample_run != 8) {
     return absl::InvalidArgumentError(
@@ -91,6 +92,9 @@ absl::StatusOr<Plan> PlanCudaSelection(const ProblemShape& shape, const SelectOp
   plan.options = options;
   plan.why = std::move(table.why);
   planner::DeriveRouteParameters(choice, in, &plan);
+  if (config.sample_stride == 0 && plan.sample_stride == planner::kDenseSampleStride) {
+    plan.why += "; stride 32: a few waves of rows, where an underfilled row is the tail";
+  }
   // Sized for the derived grid (plan_workspace.h).
   plan.workspace_bytes = static_cast<size_t>(CudaLayoutWorkspace(plan, config).total_bytes);
   return plan;

@@ -15,9 +15,11 @@ namespace {
 // The short-row grid's cap: rows past it are strided over the grid.
 constexpr int64_t kMaxShortRowGrid = int64_t{1} << 30;
 
-// The sampled routes' stride: the configuration's A/B value, else the default.
-int32_t SampledStride(const CudaSelectorConfig& config) {
-  return config.sample_stride != 0 ? config.sample_stride : kSampleStride;
+// The sampled routes' stride: the configuration's A/B value, else the dense
+// stride in its measured cells (route_policies.h), else the default.
+int32_t SampledStride(const PlanInputs& in) {
+  if (in.config.sample_stride != 0) return in.config.sample_stride;
+  return UsesDenseSampling(in.shape) ? kDenseSampleStride : kSampleStride;
 }
 
 // One CTA per row (a smaller grid strides over the rows); frontiers in
@@ -38,7 +40,7 @@ void PersistentParameters(const RouteChoice& choice, const PlanInputs& in, Plan*
   const PersistentPolicy& policy = choice.small_blocks ? kPersistent256 : kPersistent512;
   const int ctas_per_sm =
       choice.small_blocks ? in.device.small_block_ctas_per_sm : in.device.persistent_ctas_per_sm;
-  plan->sample_stride = choice.route == Route::kPersistentSampled ? SampledStride(in.config) : 0;
+  plan->sample_stride = choice.route == Route::kPersistentSampled ? SampledStride(in) : 0;
   plan->block = policy.threads;
   plan->split = 1;
   const int64_t resident = int64_t{in.device.sm_count} * ctas_per_sm;
@@ -48,7 +50,7 @@ void PersistentParameters(const RouteChoice& choice, const PlanInputs& in, Plan*
 
 // `split` segment CTAs of the 512-thread kernel per row.
 void KvSplitParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
-  plan->sample_stride = SampledStride(in.config);
+  plan->sample_stride = SampledStride(in);
   plan->block = kPersistent512.threads;
   plan->split = choice.split;
   plan->grid = static_cast<int32_t>(in.shape.max_rows * choice.split);
@@ -58,7 +60,7 @@ void KvSplitParameters(const RouteChoice& choice, const PlanInputs& in, Plan* pl
 // turn.
 void ClusterParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
   const int clusters = ClustersOf(in.device, choice.split, choice.ctas_per_sm);
-  plan->sample_stride = SampledStride(in.config);
+  plan->sample_stride = SampledStride(in);
   plan->block = kPersistent512.threads;
   plan->split = choice.split;
   plan->ctas_per_sm = choice.ctas_per_sm;
@@ -66,6 +68,14 @@ void ClusterParameters(const RouteChoice& choice, const PlanInputs& in, Plan* pl
 }
 
 }  // namespace
+
+bool UsesDenseSampling(const ProblemShape& bucket) {
+  if (bucket.k > kDenseSampleMaxK) return false;
+  for (const DenseSampleCell& cell : kDenseSampling) {
+    if (bucket.max_width <= cell.max_width && bucket.max_rows <= cell.max_rows) return true;
+  }
+  return false;
+}
 
 void DeriveRouteParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
   plan->route = choice.route;

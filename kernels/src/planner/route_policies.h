@@ -109,6 +109,29 @@ struct ShortRowReachTable {
 inline constexpr ShortRowReachTable kShortRowReach{512,  32768, 256,  1024, 65536,
                                                    2048, 16384, 4096, 32768};
 
+// --- The proposal's sample stride (every sampled route) --------------------
+
+// Where a bucket's rows run in a few waves, a row whose certification
+// underfills re-reads itself (the band, or exact recovery) while most of the
+// GPU waits for it: the call's tail. Indexer scores cluster by block, and the
+// default view (8-float runs, one per 512 positions: stride 64) samples only
+// every other 256-position block, so its count spreads wider than sqrt(mu)
+// and 0.5-1 % of such rows underfill. One run per 256 positions (stride 32:
+// twice the sample loads, the same expected candidates) sees every such
+// block. Measured on the H200 (bench/NOTES.md, "The sample stride by
+// shape"): band rows 0.4-1.1 % -> 0-0.4 %, 0.78-0.94x the time where rows run
+// in 1-8 waves at N_cap <= 256K; 1.02-1.05x at 256K with 2048 rows, at 512K-1M
+// and for 8192 x 128K, where the proposal's extra loads (+6-14 us a row on
+// long rows) or the many waves outweigh the tail. Buckets with K <= max_k and
+// N_cap <= max_width, M_cap <= max_rows of one cell take the dense stride.
+struct DenseSampleCell {
+  int64_t max_width;
+  int64_t max_rows;
+};
+inline constexpr int32_t kDenseSampleStride = 32;
+inline constexpr int32_t kDenseSampleMaxK = 2048;  // measured at K = 512 and 2048
+inline constexpr DenseSampleCell kDenseSampling[] = {{65536, 4096}, {131072, 2048}, {262144, 512}};
+
 // --- The KV-split route (kv_split_route.cu) --------------------------------
 
 // Few long rows split over 2/4/8 segment CTAs of the 512-thread variant

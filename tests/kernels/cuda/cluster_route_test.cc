@@ -203,6 +203,7 @@ TEST_P(ClusterRouteTest, InfinityFloodsNanAndBadLengths) {
 TEST_P(ClusterRouteTest, SanitizerSmallRows) {
   CudaSelectorConfig c;
   c.sample_run = 1;
+  c.sample_stride = 64;  // the view the stride-periodic rows are built against
   MAKE_CLUSTER_OR_SKIP(sel, c);
   constexpr int64_t kWidth = topk::planner::kClusterTable.min_width;
   GeneratorSpec spec;
@@ -240,6 +241,7 @@ TEST_P(ClusterRouteTest, SanitizerSmallRows) {
 TEST_P(ClusterRouteTest, RacecheckOneRowPerPath) {
   CudaSelectorConfig c;
   c.sample_run = 1;
+  c.sample_stride = 64;  // the view the stride-periodic rows are built against
   MAKE_CLUSTER_OR_SKIP(sel, c);
   constexpr int64_t kWidth = topk::planner::kClusterTable.min_width;
   GeneratorSpec spec;
@@ -302,6 +304,7 @@ TEST_P(ClusterRouteTest, RacecheckBandRow) {
 TEST_P(ClusterRouteTest, BandRescueAndExactFallbackOnStridePeriodicRows) {
   CudaSelectorConfig c;
   c.sample_run = 1;
+  c.sample_stride = 64;  // the view the stride-periodic rows are built against
   MAKE_CLUSTER_OR_SKIP(sel, c);
   GeneratorSpec spec;
   spec.distribution = Distribution::kStridePeriodic;

@@ -32,6 +32,7 @@ class KvSplitBandTest : public CudaSelectorTest {
 TEST_P(KvSplitBandTest, StridePeriodicRowsUnderTheOneFloatView) {
   CudaSelectorConfig c = KvSplitConfig();
   c.sample_run = 1;
+  c.sample_stride = 64;  // the view the stride-periodic rows are built against
   auto sel = MakeBand(c);
   ASSERT_NE(sel, nullptr);
   GeneratorSpec spec;
@@ -62,6 +63,7 @@ TEST_P(KvSplitBandTest, StridePeriodicRowsUnderTheOneFloatView) {
 TEST_P(KvSplitBandTest, SanitizerSmall) {
   CudaSelectorConfig c = KvSplitConfig();
   c.sample_run = 1;
+  c.sample_stride = 64;  // the view the stride-periodic rows are built against
   auto sel = MakeBand(c);
   ASSERT_NE(sel, nullptr);
   GeneratorSpec spec;

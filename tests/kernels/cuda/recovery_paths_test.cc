@@ -61,6 +61,7 @@ TEST_P(RecoveryPathTest, StridePeriodicRowsRescueAndRecover) {
     for (int run : {1, 8}) {
       CudaSelectorConfig c;
       c.sample_run = run;
+      c.sample_stride = 64;  // the view the stride-periodic rows are built against
       c.enable_kv_split = split;
       auto sel = Make(c);
       ASSERT_NE(sel, nullptr);
@@ -92,7 +93,7 @@ TEST_P(RecoveryPathTest, StridePeriodicRowsRescueAndRecover) {
   }
 }
 
-// Rows built against the DEFAULT view (8-float runs at 8 * SamplePhase(r, 64)
+// Rows built against the stride-64 view (8-float runs at 8 * SamplePhase(r, 64)
 // in every block of 512 positions): the first 50 view samples of each row sit
 // in one high coarse bin (q0 = 48 <= 50 < q1 = 56 for K = 2048), so tau0 admits
 // 50 values and the certification underfills. Even rows ("band") also hold
@@ -137,7 +138,7 @@ ScoreMatrix DefaultViewAdversary(int64_t rows, int64_t width, uint64_t seed) {
   return m;
 }
 
-// The default view on DefaultViewAdversary rows: band rescue and exact
+// The stride-64 view on DefaultViewAdversary rows: band rescue and exact
 // recovery both run on the persistent route (the variant under test), through
 // the KV-split route's underfill fallback and on the cluster route (which
 // samples the same positions), all exact, deterministic mode bit-identical.
@@ -153,7 +154,8 @@ TEST_P(RecoveryPathTest, DefaultViewAdversaryRescuesAndRecovers) {
   for (const Case& route_case : {Case{"kv-split", Route::kKvSplitSampled, true, -1},
                                  Case{"persistent", Route::kPersistentSampled, false, -1},
                                  Case{"cluster", Route::kClusterSampled, false, 1}}) {
-    CudaSelectorConfig c;  // the default view: sample_run 8, stride 64
+    CudaSelectorConfig c;  // the view the rows defeat: sample_run 8, stride 64
+    c.sample_stride = 64;
     c.enable_kv_split = route_case.kv_split;
     c.cluster_route = route_case.cluster_route;
     ASSERT_EQ(c.sample_run, 8);
@@ -191,6 +193,7 @@ TEST_P(RecoveryPathTest, RacecheckRecoveryRows) {
     c.enable_short_rows = false;
     c.admit_ring = route_case.admit_ring;
     c.min_sampled_length = 2048;
+    c.sample_stride = 64;                           // the view DefaultViewAdversary defeats
     if (route_case.kv_split) c.kv_split_force = 4;  // 3 rows of 64K: split on any plan
     auto sel = Make(c);
     ASSERT_NE(sel, nullptr);
@@ -214,6 +217,7 @@ TEST_P(RecoveryPathTest, KvSplitUnderfillFallsBackToOneCta) {
   if (Ctas() == 4) GTEST_SKIP() << "KV-split: one variant";
   CudaSelectorConfig c = KvSplitConfig();
   c.sample_run = 1;
+  c.sample_stride = 64;  // the view the stride-periodic rows are built against
   auto sel = Make(c);
   ASSERT_NE(sel, nullptr);
   GeneratorSpec spec;

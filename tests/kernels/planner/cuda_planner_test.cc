@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "cuda_planner_fake_device.h"
 #include "route_policies.h"
 #include "topk/cuda_selector.h"
@@ -218,6 +219,39 @@ TEST(CudaPlannerTest, StrideOverride) {
   c.sample_stride = 100;
   EXPECT_FALSE(
       PlanCudaSelection(ProblemShape{2048, 64, 1 << 20, Layout::kPitched}, {}, FakeH200(), c).ok());
+}
+
+// The planner's own stride: 32 in the measured cells where rows run in a few
+// waves (kDenseSampling), 64 elsewhere, above K = 2048 and on the short-row
+// route (which does not sample: 0); a configured stride wins everywhere; the
+// plan says why.
+TEST(CudaPlannerTest, DenseStrideWhereRowsRunInFewWaves) {
+  struct Case {
+    int32_t k;
+    int64_t m, n;
+    int32_t stride;
+  };
+  for (const Case& c :
+       {Case{2048, 2048, 131072, 32}, Case{512, 4096, 65536, 32}, Case{2048, 512, 262144, 32},
+        Case{512, 8, 262144, 32}, Case{2048, 4096, 131072, 64}, Case{2048, 1024, 262144, 64},
+        Case{2048, 512, 524288, 64}, Case{4096, 64, 65536, 64}, Case{2048, 8192, 65536, 64}}) {
+    for (const CudaSelectorConfig& config : {testing::Rules(), CudaSelectorConfig{}}) {
+      const Plan p = MustPlan(c.k, c.m, c.n, config);
+      const std::string where = absl::StrCat(c.k, ": ", c.m, " x ", c.n, " ", p.Explain());
+      ASSERT_NE(p.sample_stride, 0) << where;
+      EXPECT_EQ(p.sample_stride, c.stride) << where;
+      EXPECT_EQ(p.why.find("stride 32") != std::string::npos, c.stride == 32) << where;
+    }
+    CudaSelectorConfig pinned = testing::Rules();
+    pinned.sample_stride = 64;
+    EXPECT_EQ(MustPlan(c.k, c.m, c.n, pinned).sample_stride, 64);
+  }
+  CudaSelectorConfig short_rows = testing::Rules();
+  short_rows.short_row_max_width = 65536;
+  EXPECT_EQ(MustPlan(2048, 4096, 32768, short_rows).sample_stride, 0);
+  CudaSelectorConfig dense = testing::Rules();
+  dense.sample_stride = 32;
+  EXPECT_EQ(MustPlan(2048, 64, 1 << 20, dense).sample_stride, 32);
 }
 
 TEST(CudaPlannerTest, RejectsBadShapesAndDevices) {
