@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -54,6 +55,15 @@ class Churn {
   void Register(Actor& a);
   // Random valid rows by reference through `name` (offset 0 of `d`).
   client::RegionRowsRef RowsRef(const std::string& name, const Dataset& d);
+  // What a select reads: one of the actor's row regions, its dataset, a K its
+  // output rows hold, and the rows by reference (nullopt: no row region).
+  struct SelectTarget {
+    std::string name;
+    Dataset* data = nullptr;
+    int32_t k = 0;
+    client::RegionRowsRef ref;
+  };
+  std::optional<SelectTarget> PickSelectTarget(Actor& a);
   void Select(Actor& a);
   void Drop(Actor& a, const std::string& name);
   void Unregister(Actor& a);

@@ -76,12 +76,12 @@ void Churn::RegisterRefused(Actor& a) {
 }
 
 void Churn::SelectRefused(Actor& a) {
-  const std::vector<std::string> sources = RowRegions(a);
-  if (sources.empty()) return Register(a);
-  const std::string& name = PickOf(sources);
-  Dataset& d = *a.regions[name].data;
-  const auto k = static_cast<int32_t>(Pick(1, static_cast<int>(d.laid.stride)));
-  const client::RegionRowsRef ref = RowsRef(name, d);
+  const std::optional<SelectTarget> target = PickSelectTarget(a);
+  if (!target) return Register(a);
+  const std::string& name = target->name;
+  Dataset& d = *target->data;
+  const int32_t k = target->k;
+  const client::RegionRowsRef& ref = target->ref;
   const std::vector<std::string> outputs = WholeRegionsOf(a, &d);
   client::RegionOutputRef out{.indices = {name, d.laid.indices_at}, .row_stride = d.laid.stride};
   if (!outputs.empty()) out.indices.region = PickOf(outputs);

@@ -153,13 +153,23 @@ client::RegionRowsRef Churn::RowsRef(const std::string& name, const Dataset& d) 
   return ref;
 }
 
-void Churn::Select(Actor& a) {
+std::optional<Churn::SelectTarget> Churn::PickSelectTarget(Actor& a) {
   const std::vector<std::string> sources = RowRegions(a);
-  if (sources.empty()) return Register(a);
-  const std::string& name = PickOf(sources);
-  Dataset& d = *a.regions[name].data;
-  const auto k = static_cast<int32_t>(Pick(1, static_cast<int>(d.laid.stride)));
-  const client::RegionRowsRef ref = RowsRef(name, d);
+  if (sources.empty()) return std::nullopt;
+  SelectTarget t;
+  t.name = PickOf(sources);
+  t.data = a.regions[t.name].data;
+  t.k = static_cast<int32_t>(Pick(1, static_cast<int>(t.data->laid.stride)));
+  t.ref = RowsRef(t.name, *t.data);
+  return t;
+}
+
+void Churn::Select(Actor& a) {
+  const std::optional<SelectTarget> target = PickSelectTarget(a);
+  if (!target) return Register(a);
+  Dataset& d = *target->data;
+  const int32_t k = target->k;
+  const client::RegionRowsRef& ref = target->ref;
   const client::CallOptions options{
       .sorted = Coin(), .deterministic = Coin(30), .return_values = Coin()};
   const ::topk::SelectOptions verify{.sorted = options.sorted,
