@@ -52,10 +52,6 @@ struct TableVerdict {
 };
 TableVerdict ConsultRouteTable(const PlanInputs& in);
 
-// Whether the planner's own stride for a sampled bucket is the dense one
-// (kDenseSampling, route_policies.h).
-bool UsesDenseSampling(const ProblemShape& bucket);
-
 // Step 3: the route's kernel shape (block, split, CTAs per SM), sample
 // stride and grid, written into `plan` (the workspace is sized after).
 void DeriveRouteParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan);

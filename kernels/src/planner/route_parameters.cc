@@ -15,6 +15,16 @@ namespace {
 // The short-row grid's cap: rows past it are strided over the grid.
 constexpr int64_t kMaxShortRowGrid = int64_t{1} << 30;
 
+// Whether the planner's own stride for a sampled bucket is the dense one
+// (kDenseSampling).
+bool UsesDenseSampling(const ProblemShape& bucket) {
+  if (bucket.k > kDenseSampleMaxK) return false;
+  for (const DenseSampleCell& cell : kDenseSampling) {
+    if (bucket.max_width <= cell.max_width && bucket.max_rows <= cell.max_rows) return true;
+  }
+  return false;
+}
+
 // The sampled routes' stride: the configuration's A/B value, else the dense
 // stride in its measured cells (route_policies.h), else the default.
 int32_t SampledStride(const PlanInputs& in) {
@@ -68,14 +78,6 @@ void ClusterParameters(const RouteChoice& choice, const PlanInputs& in, Plan* pl
 }
 
 }  // namespace
-
-bool UsesDenseSampling(const ProblemShape& bucket) {
-  if (bucket.k > kDenseSampleMaxK) return false;
-  for (const DenseSampleCell& cell : kDenseSampling) {
-    if (bucket.max_width <= cell.max_width && bucket.max_rows <= cell.max_rows) return true;
-  }
-  return false;
-}
 
 void DeriveRouteParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
   plan->route = choice.route;
