@@ -10,6 +10,8 @@ Paths, on the same rows (FP32, every row full, K = --k):
   raw ctypes      topk_select_v2 through ctypes with every argument computed
                   beforehand (the floor: the C ABI call itself)
   inprocess       InProcessSelector.select(scores, lengths, k, out=out)
+  torch_ops.select  topk_client.torch_ops.select(scores, lengths, k, out=out)
+                  (the Python entry: the selector in eager mode, the op when compiled)
   op select_out   torch.ops.topk.select_out(scores, lengths, k, out=out)
   op select       torch.ops.topk.select(scores, lengths, k) (a new output)
   torch.topk      torch.topk(scores, k, sorted=False)
@@ -76,6 +78,7 @@ def raw_call(selector, scores, lengths, out, k):
 
 
 def overhead_rows(args, check, selector):
+    from topk_client import torch_ops
     rows = []
     for shape in args.shapes.split(","):
         m, n = (int(v) for v in shape.split("x"))
@@ -83,11 +86,13 @@ def overhead_rows(args, check, selector):
         scores = (torch.randn(m, n, device="cuda") * 64).round()
         lengths = torch.full((m,), n, dtype=torch.int32, device="cuda")
         outs = {name: torch.full((m, k), -7, dtype=torch.int32, device="cuda")
-                for name in ("raw ctypes", "inprocess", "op select_out")}
+                for name in ("raw ctypes", "inprocess", "torch_ops.select", "op select_out")}
         new = {}
         paths = {
             "raw ctypes": raw_call(selector, scores, lengths, outs["raw ctypes"], k),
             "inprocess": lambda: selector.select(scores, lengths, k, out=outs["inprocess"]),
+            "torch_ops.select": lambda: torch_ops.select(scores, lengths, k,
+                                                         out=outs["torch_ops.select"]),
             "op select_out": lambda: torch.ops.topk.select_out(scores, lengths, k,
                                                                out=outs["op select_out"]),
             "op select": lambda: new.__setitem__("op select",
@@ -107,7 +112,7 @@ def overhead_rows(args, check, selector):
             rows.append({"shape": f"{m}x{n}", "k": k, "path": name,
                          "host_us_p50": round(host, 2), "host_us_p90": round(host_p90, 2),
                          "host_over_raw_us": round(host - floor, 2), "gpu_us": round(gpu, 2)})
-            print(f"{m}x{n} k={k} {name:14s} host {host:7.2f} us (p90 {host_p90:7.2f}, "
+            print(f"{m}x{n} k={k} {name:16s} host {host:7.2f} us (p90 {host_p90:7.2f}, "
                   f"+{host - floor:5.2f} over raw)  gpu {gpu:8.2f} us", flush=True)
     return rows
 

@@ -23,6 +23,7 @@ def indexer_step(torch, query, keys, lengths, k):
 
 
 def test_eager(torch, check, rows, ragged, device, generator):
+    from topk_client import torch_ops
     m, n = 24, 65536
     for dtype in (torch.float32, torch.bfloat16, torch.float16):
         for k in (512, 2048):
@@ -32,6 +33,10 @@ def test_eager(torch, check, rows, ragged, device, generator):
             torch.cuda.synchronize()
             assert indices.shape == (m, k) and indices.dtype == torch.int32
             check(scores, lengths, k, indices)
+            entry = torch.full((m, k), 777, dtype=torch.int32, device=device)
+            assert torch_ops.select(scores, lengths, k, out=entry) is entry  # no dispatcher
+            torch.cuda.synchronize()
+            check(scores, lengths, k, entry)
             out = torch.full((m, k + 8), 777, dtype=torch.int32, device=device)
             assert torch.ops.topk.select_out(scores, lengths, k, out=out, sorted=True) is None
             torch.cuda.synchronize()
@@ -124,6 +129,17 @@ def test_compile(torch, check, ragged, device, generator):
             check(scores, lengths, k, indices)
             assert torch.equal(picked, torch.gather(scores, 1, indices.clamp(min=0).long()))
     assert len(breaks) == 1, f"{len(breaks)} graphs for one function: a break or a recompile"
+    # The Python entry (the selector in eager mode) is the operator when traced.
+    from topk_client.torch_ops import select
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda s, lens: select(s, lens, k), fullgraph=True,
+                             backend=count_breaks)
+    scores = (torch.randn(m, n, generator=generator) * 8).round().to(device)
+    lengths = ragged(m, n, k, device, generator)
+    indices = compiled(scores, lengths)
+    torch.cuda.synchronize()
+    check(scores, lengths, k, indices)
+    assert len(breaks) == 2 and "topk.select" in str(breaks[-1].graph), breaks[-1].graph
 
     def in_place(scores, lens, out):
         torch.ops.topk.select_out(scores, lens, k, out=out)

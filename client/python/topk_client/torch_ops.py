@@ -5,6 +5,10 @@
     indices = torch.ops.topk.select(scores, lengths, 2048)             # (M, K) int32
     torch.ops.topk.select_out(scores, lengths, 2048, out=indices)      # in place
 
+    from topk_client.torch_ops import select        # the same, at the selector's cost
+    indices = select(scores, lengths, 2048)                            # eager: no dispatcher
+    select(scores, lengths, 2048, out=indices)                         # under compile: the ops
+
 scores: (M, N) float32 / bfloat16 / float16 CUDA tensor with contiguous rows
 (any row stride); lengths: (M,) int32 on its GPU, row r's valid prefix (the
 rest is never read); out: (M, >= K) int32 with contiguous rows. Every row
@@ -18,6 +22,14 @@ plan and its buffers exist before the capture); and under torch.compile,
 fullgraph=True included (each op has a fake implementation, so the graph
 does not break at it). Argument errors are InProcessSelector.select's
 (RegionError / ValueError, naming the argument).
+
+A call through torch's dispatcher (torch.ops.topk.*) costs the host tens of
+microseconds more than the selector itself (boxing, the dispatch keys, the
+call back into Python: bench/frontend/op_overhead_bench.py). select() here
+calls the selector directly in eager mode and the operators while
+torch.compile traces, so the graph holds the operator and an eager step
+pays the selector's own cost; the engine drop-ins (topk_client.compat) do
+the same.
 
 The operators share one InProcessSelector per process (made on first use),
 whose buffers serve one stream at a time: selecting concurrently on several
@@ -49,6 +61,23 @@ def default_selector() -> InProcessSelector:
             if _default is None:
                 _default = InProcessSelector()
     return _default
+
+
+is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or \
+    torch._dynamo.is_compiling
+
+
+def select(scores, lengths, k, *, out=None, sorted=False, deterministic=False):
+    """torch.ops.topk.select (out None) or select_out, without the dispatcher
+    in eager mode (module docstring). Returns out, or the new indices."""
+    if not is_compiling():
+        return default_selector().select(scores, lengths, k, out=out, sorted=sorted,
+                                          deterministic=deterministic)
+    if out is None:
+        return torch.ops.topk.select(scores, lengths, k, sorted, deterministic)
+    torch.ops.topk.select_out(scores, lengths, k, out=out, sorted=sorted,
+                              deterministic=deterministic)
+    return out
 
 
 def define(schema: str, implementation, fake) -> None:

@@ -22,11 +22,13 @@ import torch
 from topk_client.compat import _rows
 from topk_client.compat._logits import per_row_int32
 from topk_client.compat._scratch import row_buffers
-from topk_client.torch_ops import default_selector, define
+from topk_client.torch_ops import default_selector, define, is_compiling
 
 
 def fast_topk_v2(score, lengths, topk, row_starts=None):
-    return torch.ops.topk.sglang_fast_topk_v2(score, lengths, topk, row_starts)
+    # Eager: the implementation itself; while torch.compile traces: the operator.
+    run = torch.ops.topk.sglang_fast_topk_v2 if is_compiling() else _fast_topk_v2
+    return run(score, lengths, topk, row_starts)
 
 
 def _fast_topk_v2(score, lengths, topk, row_starts=None):

@@ -38,22 +38,26 @@ import torch
 from topk_client.compat import _rows
 from topk_client.compat._logits import first_rows, logits_rows, per_row_int32
 from topk_client.compat._scratch import row_buffers
-from topk_client.torch_ops import default_selector, define
+from topk_client.torch_ops import default_selector, define, is_compiling
 
+
+# Eager: the implementation itself (the selector's host cost); while
+# torch.compile traces: the registered operator, so that the graph holds it.
 
 def persistent_topk(logits, lengths, output, workspace, k, max_seq_len):
-    torch.ops.topk.vllm_persistent_topk(logits, lengths, output, workspace, k, max_seq_len)
+    run = torch.ops.topk.vllm_persistent_topk if is_compiling() else _persistent_topk
+    run(logits, lengths, output, workspace, k, max_seq_len)
 
 
 def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
-    torch.ops.topk.vllm_top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows,
-                                             stride0, stride1, top_k)
+    run = torch.ops.topk.vllm_top_k_per_row_decode if is_compiling() else _decode
+    run(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k)
 
 
 def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1,
                           top_k):
-    torch.ops.topk.vllm_top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows,
-                                              stride0, stride1, top_k)
+    run = torch.ops.topk.vllm_top_k_per_row_prefill if is_compiling() else _prefill
+    run(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k)
 
 
 def _persistent_topk(logits, lengths, output, workspace, k, max_seq_len):
