@@ -15,7 +15,8 @@ Usage: TOPK_LIBRARY=.../libtopk_c.so PYTHONPATH=client/python python3 compat_gpu
 import random
 import sys
 
-SKIP = 77
+from gpu_suite import SKIP, run_cases, torch_with_gpu
+
 TRAP = 1e30  # outside every window: a selector that reads there picks it
 
 
@@ -190,36 +191,21 @@ def test_graph_and_compile(torch, vllm, check, device, generator):
 
 
 def main():
-    try:
-        import torch
-    except ImportError:
-        print("SKIP: no torch")
-        return SKIP
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA device")
+    torch = torch_with_gpu()
+    if torch is None:
         return SKIP
     from topk_client.compat import sglang, vllm
     from exactness import check
     device = torch.device("cuda", 0)
     generator = torch.Generator().manual_seed(131)
-    failed = 0
-    for name, run in (
-            ("vLLM decode", lambda: test_vllm_decode(torch, vllm, check, device, generator)),
-            ("vLLM prefill", lambda: test_vllm_prefill(torch, vllm, check, device, generator)),
-            ("vLLM persistent_topk", lambda: test_vllm_persistent(torch, vllm, check, device,
-                                                                  generator)),
-            ("SGLang fast_topk_v2", lambda: test_sglang(torch, sglang, check, device,
-                                                        generator)),
-            ("graph and compile", lambda: test_graph_and_compile(torch, vllm, check, device,
-                                                                 generator))):
-        try:
-            print(f"{name}: ok ({run()})", flush=True)
-        except Exception as e:  # noqa: BLE001 - every case reported, then the status
-            import traceback
-            traceback.print_exc()
-            print(f"{name}: FAILED ({type(e).__name__}: {e})", flush=True)
-            failed += 1
-    return 1 if failed else 0
+    return run_cases((
+        ("vLLM decode", lambda: test_vllm_decode(torch, vllm, check, device, generator)),
+        ("vLLM prefill", lambda: test_vllm_prefill(torch, vllm, check, device, generator)),
+        ("vLLM persistent_topk", lambda: test_vllm_persistent(torch, vllm, check, device,
+                                                              generator)),
+        ("SGLang fast_topk_v2", lambda: test_sglang(torch, sglang, check, device, generator)),
+        ("graph and compile", lambda: test_graph_and_compile(torch, vllm, check, device,
+                                                             generator))))
 
 
 if __name__ == "__main__":

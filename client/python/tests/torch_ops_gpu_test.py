@@ -11,7 +11,7 @@ Usage: TOPK_LIBRARY=.../libtopk_c.so PYTHONPATH=client/python python3 torch_ops_
 """
 import sys
 
-SKIP = 77
+from gpu_suite import SKIP, run_cases, torch_with_gpu
 
 
 def indexer_step(torch, query, keys, lengths, k):
@@ -157,35 +157,19 @@ def test_compile(torch, check, ragged, device, generator):
 
 
 def main():
-    try:
-        import torch
-    except ImportError:
-        print("SKIP: no torch")
-        return SKIP
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA device")
+    torch = torch_with_gpu()
+    if torch is None:
         return SKIP
     import topk_client.torch_ops  # noqa: F401 (registers torch.ops.topk)
     from exactness import check
     from inprocess_gpu_test import ragged, rows
     device = torch.device("cuda", 0)
     generator = torch.Generator().manual_seed(31)
-    failed = 0
-    for name, run in (("eager", lambda: test_eager(torch, check, rows, ragged, device,
-                                                   generator)),
-                      ("argument errors", lambda: test_argument_errors(torch, device)),
-                      ("CUDA graph", lambda: test_cuda_graph(torch, check, ragged, device,
-                                                             generator)),
-                      ("torch.compile", lambda: test_compile(torch, check, ragged, device,
-                                                             generator))):
-        try:
-            print(f"{name}: ok ({run()})", flush=True)
-        except Exception as e:  # noqa: BLE001 - every mode reported, then the status
-            import traceback
-            traceback.print_exc()
-            print(f"{name}: FAILED ({type(e).__name__}: {e})", flush=True)
-            failed += 1
-    return 1 if failed else 0
+    return run_cases((
+        ("eager", lambda: test_eager(torch, check, rows, ragged, device, generator)),
+        ("argument errors", lambda: test_argument_errors(torch, device)),
+        ("CUDA graph", lambda: test_cuda_graph(torch, check, ragged, device, generator)),
+        ("torch.compile", lambda: test_compile(torch, check, ragged, device, generator))))
 
 
 if __name__ == "__main__":
