@@ -1,6 +1,10 @@
 """Builds the stubs before packaging, from the repository's proto/: topk.v1
 into topk_client/_proto, grpc.health.v1 into topk_client/_health_proto (the
-package metadata is in pyproject.toml)."""
+package metadata is in pyproject.toml). When shared libraries were copied
+into topk_client/ first (scripts/build-wheel.sh), the wheel is tagged for
+this platform (py3-none-<platform>: any Python 3, this OS and processor),
+since it carries machine code; without them it stays pure Python."""
+import glob
 import os
 import shutil
 import subprocess
@@ -49,4 +53,26 @@ class BuildWithStubs(build_py):
         super().run()
 
 
-setup(cmdclass={"build_py": BuildWithStubs})
+def platform_wheel():
+    """bdist_wheel for a package that carries shared libraries but no Python
+    extension: any Python 3, this platform."""
+    try:
+        from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1
+    except ImportError:
+        from wheel.bdist_wheel import bdist_wheel
+
+    class PlatformWheel(bdist_wheel):
+        def finalize_options(self):
+            super().finalize_options()
+            self.root_is_pure = False
+
+        def get_tag(self):
+            return "py3", "none", super().get_tag()[2]
+
+    return PlatformWheel
+
+
+commands = {"build_py": BuildWithStubs}
+if glob.glob(os.path.join(HERE, "topk_client", "lib*.so*")):
+    commands["bdist_wheel"] = platform_wheel()
+setup(cmdclass=commands)

@@ -11,7 +11,7 @@ Usage: TOPK_LIBRARY=build/kernels/src/cuda/libtopk_c.so \\
 """
 import sys
 
-SKIP = 77
+from gpu_suite import SKIP, torch_with_gpu
 
 
 def ragged(m, n, k, device, generator):
@@ -32,13 +32,8 @@ def rows(m, n, pitch, dtype, device, generator):
 
 
 def main():
-    try:
-        import torch
-    except ImportError:
-        print("SKIP: no torch")
-        return SKIP
-    if not torch.cuda.is_available():
-        print("SKIP: no CUDA device")
+    torch = torch_with_gpu()
+    if torch is None:
         return SKIP
     from topk_client import InProcessSelector, RegionError
     global check

@@ -42,6 +42,7 @@ from topk_client import _checks, _native, _ref_request
 from topk_client._checks import RegionError
 from topk_client._cuda_ipc import cuda_allocation_size, cuda_ipc_handle
 from topk_client._errors import SelectError
+from topk_client._region_cache import _RegionCache
 from topk_client.client import TopKClient, _decode, topk_pb2
 
 
@@ -313,7 +314,6 @@ class ZeroCopyClient:
         handle from torch on every call."""
         cache = self.__dict__.get("_cuda_cache")
         if cache is None:
-            from topk_client.channel import _RegionCache  # channel imports this module
             cache = self._cuda_cache = _RegionCache(self)
         region, offset = cache.lookup(tensor, what, capturing=False)
         return region.encode(), offset
