@@ -45,6 +45,12 @@ ABSL_FLAG(int32_t, cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_
           "cluster kernel variant: 1 or 2 CTAs per SM (0: the planner's)");
 ABSL_FLAG(int32_t, alt_cluster_ctas_per_sm, topk::CudaSelectorConfig{}.cluster_ctas_per_sm,
           "cluster kernel variant of the --alt_cluster selector");
+ABSL_FLAG(int32_t, resident, topk::CudaSelectorConfig{}.resident_route,
+          "resident decode route: 0 the planner's region, 1 every bucket it serves, -1 off");
+ABSL_FLAG(int32_t, resident_cluster_size, topk::CudaSelectorConfig{}.resident_cluster_size,
+          "CTAs per cluster of the resident route (0: the planner's)");
+ABSL_FLAG(int32_t, alt_resident, -2,
+          "A/B: also time a selector with this resident setting (as --resident; -2: none)");
 ABSL_FLAG(bool, route_table, topk::CudaSelectorConfig{}.use_route_table,
           "the planner's measured route table (false: its rules alone)");
 ABSL_FLAG(int32_t, kv_split_force, topk::CudaSelectorConfig{}.kv_split_force,
@@ -79,6 +85,8 @@ CudaSelectorConfig SelectorConfigFromFlags() {
   cfg.cluster_route = absl::GetFlag(FLAGS_cluster);
   cfg.cluster_size = absl::GetFlag(FLAGS_cluster_size);
   cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
+  cfg.resident_route = absl::GetFlag(FLAGS_resident);
+  cfg.resident_cluster_size = absl::GetFlag(FLAGS_resident_cluster_size);
   cfg.use_route_table = absl::GetFlag(FLAGS_route_table);
   return cfg;
 }
@@ -91,12 +99,15 @@ std::optional<CudaSelectorConfig> AltConfigFromFlags(const CudaSelectorConfig& b
   const int alt_short_row_variant = absl::GetFlag(FLAGS_alt_short_row_variant);
   const int alt_kv_split_band = absl::GetFlag(FLAGS_alt_kv_split_band);
   const int alt_kv_split_force = absl::GetFlag(FLAGS_alt_kv_split_force);
+  const int alt_resident = absl::GetFlag(FLAGS_alt_resident);
   if (alt_ctas < 0 && alt_short_rows < -1 && alt_cluster < -1 && alt_ring < -1 &&
-      alt_short_row_variant < 0 && alt_kv_split_band < 0 && alt_kv_split_force < 0) {
+      alt_short_row_variant < 0 && alt_kv_split_band < 0 && alt_kv_split_force < 0 &&
+      alt_resident < -1) {
     return std::nullopt;
   }
   CudaSelectorConfig alt = base;
   if (alt_kv_split_force >= 0) alt.kv_split_force = alt_kv_split_force;
+  if (alt_resident >= -1) alt.resident_route = alt_resident;
   if (alt_kv_split_band >= 0) alt.kv_split_band = alt_kv_split_band != 0;
   if (alt_short_row_variant >= 0) alt.short_row_variant = alt_short_row_variant;
   if (alt_cluster >= -1) {

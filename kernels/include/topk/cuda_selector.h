@@ -37,6 +37,10 @@ struct CudaDeviceInfo {
   int clusters_of_16 = 0;
   int dense_clusters_of_8 = 0;
   int dense_clusters_of_16 = 0;
+  // Whether the resident decode route's kernel runs in clusters of 16 (the
+  // non-portable size) with its largest slice: the route then serves rows up
+  // to 16 x its slice; false (before sm_90): the route is not offered.
+  bool resident_clusters = false;
 };
 
 struct CudaSelectorConfig {
@@ -113,6 +117,13 @@ struct CudaSelectorConfig {
   // to 128 registers) or 2 (104 KiB, 64 registers, twice the resident
   // clusters); 0: the planner's choice.
   int cluster_ctas_per_sm = 0;
+  // Decode batches on the resident route (Route::kResidentDecode, sm_90+):
+  // 0 the planner's region (route_policies.h, kResidentRegion), 1 every
+  // bucket the route serves (A/B measurements), -1 never.
+  int resident_route = 0;
+  // Its CTAs per cluster (1, 2, 4, 8 or 16; at least what the row's width
+  // needs); 0: the planner's choice.
+  int resident_cluster_size = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
   // > 0: every sampled bucket with N_cap >= 64K (KvSplitPolicy) takes the
@@ -167,6 +178,15 @@ struct CudaClusterChoice {
 };
 CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceInfo& device,
                                     const CudaSelectorConfig& config);
+
+// The resident decode route (Route::kResidentDecode) serves buckets with
+// K <= kCudaMaxFastK and N_cap up to 16 slices on a device with clusters;
+// the planner takes it in its measured region (resident_route = 0;
+// route_policies.h, kResidentRegion). Its CTAs per cluster for the bucket,
+// 0 where it does not take it; and the keys each rank's slice holds.
+int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& device,
+                            const CudaSelectorConfig& config);
+int64_t CudaResidentSliceKeys(int64_t max_width, int32_t cluster_size);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);

@@ -35,6 +35,7 @@ enum class Route : uint8_t {
   kShortRowExact = 5,   // one small CTA per row, many per SM; no sampling
   kClusterSampled = 6,  // few long rows: one thread-block cluster per row (8 or 16 CTAs)
   kGeneralExact = 7,    // large K fallback
+  kResidentDecode = 8,  // decode batches: one cluster per row, the row kept in shared memory
 };
 
 std::string_view RouteName(Route route);

@@ -22,6 +22,8 @@ std::string_view RouteName(Route route) {
       return "cluster-sampled";
     case Route::kGeneralExact:
       return "general-exact";
+    case Route::kResidentDecode:
+      return "resident-decode";
   }
   return "unknown";
 }

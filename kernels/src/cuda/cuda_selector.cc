@@ -21,7 +21,7 @@ namespace {
 bool IsCudaRoute(Route r) {
   return r == Route::kPersistentSampled || r == Route::kRowLocalExact ||
          r == Route::kGeneralExact || r == Route::kKvSplitSampled || r == Route::kShortRowExact ||
-         r == Route::kClusterSampled;
+         r == Route::kClusterSampled || r == Route::kResidentDecode;
 }
 
 cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config, void* workspace) {
@@ -68,6 +68,11 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
     p.split = plan.split;  // CTAs per cluster
     p.cluster_ctas_per_sm = plan.ctas_per_sm;
   }
+  if (plan.route == Route::kResidentDecode) {
+    p.split = plan.split;  // CTAs per cluster
+    p.resident_slice_keys = static_cast<int32_t>(
+        CudaResidentSliceKeys(plan.shape.max_width, plan.split));
+  }
   return p;
 }
 
@@ -82,6 +87,9 @@ cudaError_t LaunchPlan(const Plan& plan, const cuda::DeviceArgs& args,
   }
   if (plan.route == Route::kClusterSampled) {
     return cuda::LaunchCluster(args, dev_args, params, plan.grid, stream);
+  }
+  if (plan.route == Route::kResidentDecode) {
+    return cuda::LaunchResident(args, dev_args, params, plan.grid, stream);
   }
   return cuda::LaunchPersistent(args, dev_args, params, plan.grid, stream);
 }
@@ -170,6 +178,7 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureKvSplitRoute());
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureShortRowRoute());
   TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureClusterRoute());
+  TOPK_CUDA_RETURN_IF_ERROR(cuda::ConfigureResidentRoute());
   CudaDeviceInfo info;
   info.sm_count = prop.multiProcessorCount;
   info.compute_major = prop.major;
@@ -188,6 +197,9 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
     TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(16, 1, &info.clusters_of_16));
     TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(8, 2, &info.dense_clusters_of_8));
     TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(16, 2, &info.dense_clusters_of_16));
+    int resident_of_16 = 0;
+    TOPK_CUDA_RETURN_IF_ERROR(cuda::ResidentOccupancy(16, &resident_of_16));
+    info.resident_clusters = resident_of_16 > 0;
   }
   if (absl::Status s =
           PlanCudaSelection(ProblemShape{1, 1, 1, Layout::kPitched}, {}, info, config).status();

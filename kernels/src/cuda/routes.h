@@ -18,6 +18,7 @@ cudaError_t ConfigurePersistentRoute();
 cudaError_t ConfigureKvSplitRoute();
 cudaError_t ConfigureShortRowRoute();
 cudaError_t ConfigureClusterRoute();
+cudaError_t ConfigureResidentRoute();
 
 // Resident CTAs per SM of the persistent kernel variant of `block` threads
 // (kThreads or kSmallThreads) and its dynamic shared memory (the KV-split
@@ -52,5 +53,13 @@ cudaError_t LaunchShortRow(const DeviceArgs& args, const DeviceArgs* dev_args,
 cudaError_t ClusterOccupancy(int ranks, int ctas_per_sm, int* clusters);
 cudaError_t LaunchCluster(const DeviceArgs& args, const DeviceArgs* dev_args,
                           const KernelParams& params, int grid, cudaStream_t stream);
+
+// The resident decode route (decode_route.cu): the most clusters of `ranks`
+// CTAs (1..16) resident at once with the largest slice (0: the device cannot
+// run them), and one launch of `grid` = clusters x params.split CTAs, each
+// cluster taking rows cluster id, + clusters, ... Header-only workspace.
+cudaError_t ResidentOccupancy(int ranks, int* clusters);
+cudaError_t LaunchResident(const DeviceArgs& args, const DeviceArgs* dev_args,
+                           const KernelParams& params, int grid, cudaStream_t stream);
 
 }  // namespace topk::cuda

@@ -54,6 +54,12 @@ absl::Status CheckRequest(const ProblemShape& shape, const CudaDeviceInfo& devic
     return absl::InvalidArgumentError(
         absl::StrFormat("cluster_size = %d: 0, 8 or 16", config.cluster_size));
   }
+  if (config.resident_cluster_size != 0 && config.resident_cluster_size != 1 &&
+      config.resident_cluster_size != 2 && config.resident_cluster_size != 4 &&
+      config.resident_cluster_size != 8 && config.resident_cluster_size != 16) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "resident_cluster_size = %d: 0, 1, 2, 4, 8 or 16", config.resident_cluster_size));
+  }
   if (config.cluster_ctas_per_sm < 0 || config.cluster_ctas_per_sm > 2) {
     return absl::InvalidArgumentError(
         absl::StrFormat("cluster_ctas_per_sm = %d: 0, 1 or 2", config.cluster_ctas_per_sm));

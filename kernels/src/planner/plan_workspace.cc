@@ -16,7 +16,9 @@ int32_t CudaStagedK(int32_t k, int64_t max_width) { return cuda::StagedK(k, max_
 int64_t CudaKvRowEntries(int32_t k) { return cuda::KvRowEntries(k); }
 
 cuda::WorkspaceParts CudaWorkspaceParts(Route route) {
-  if (route == Route::kShortRowExact) return cuda::WorkspaceParts::kHeaderOnly;
+  if (route == Route::kShortRowExact || route == Route::kResidentDecode) {
+    return cuda::WorkspaceParts::kHeaderOnly;
+  }
   if (route == Route::kKvSplitSampled) return cuda::WorkspaceParts::kSlicesAndRowState;
   return cuda::WorkspaceParts::kSlices;
 }

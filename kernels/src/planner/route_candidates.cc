@@ -1,6 +1,7 @@
 // The rules as an ordered list of route candidates: each names its route and
 // the policy it brings where it applies; the first that applies wins, and
-// the persistent route takes the rest. The order is the rules' precedence: the short-row route
+// the persistent route takes the rest. The order is the rules' precedence: the resident decode
+// route in its measured region (decode batches), the short-row route
 // where it measured faster, the exact routes where sampling cannot serve (large K, short rows,
 // sampling off), then the sampled family from the most specific (clusters for few long rows, a
 // forced or fitting KV split) to the persistent route, which takes the rest.
@@ -54,6 +55,14 @@ std::optional<RouteChoice> RowLocalExact(const PlanInputs& in) {
                                      in.config.ctas_per_sm_target == 4};
 }
 
+// Decode batches: one cluster per row, the row kept in its ranks' shared
+// memory (the route's measured region, or resident_route = 1).
+std::optional<RouteChoice> ResidentDecode(const PlanInputs& in) {
+  const int size = CudaResidentClusterSize(in.shape, in.device, in.config);
+  if (size <= 0) return std::nullopt;
+  return RouteChoice{.route = Route::kResidentDecode, .split = size};
+}
+
 // Few long rows on thread-block clusters: each row split over one cluster
 // whose ranks all-reduce through distributed shared memory.
 std::optional<RouteChoice> Cluster(const PlanInputs& in) {
@@ -90,7 +99,7 @@ RouteChoice PersistentSampled(const PlanInputs& in) {
 }
 
 constexpr RouteCandidate kRuleCandidates[] = {
-    ShortRow, GeneralExact, RowLocalExact, Cluster, ForcedKvSplit, FittingKvSplit,
+    ResidentDecode, ShortRow, GeneralExact, RowLocalExact, Cluster, ForcedKvSplit, FittingKvSplit,
 };
 
 }  // namespace

@@ -37,6 +37,11 @@ struct RouteChoice {
   int ctas_per_sm = 0;  // cluster: the kernel variant (1 or 2 CTAs per SM)
 };
 
+// Whether the configuration leaves the route, kernel variant, stride and grid
+// to the planner (no A/B setting forces one): where the measured table and
+// the resident route's region apply.
+bool PlannerChoosesFreely(const CudaSelectorConfig& config);
+
 // Resident clusters of the cluster route of `size` CTAs, ctas_per_sm per SM
 // (0: the device has none of that shape).
 int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm);

@@ -77,6 +77,15 @@ void ClusterParameters(const RouteChoice& choice, const PlanInputs& in, Plan* pl
   plan->grid = static_cast<int32_t>(std::min<int64_t>(clusters, in.shape.max_rows) * choice.split);
 }
 
+// One cluster per row of the bucket: the rows need no co-residency (a
+// cluster beyond the resident ones waits for a slot), no sample.
+void ResidentParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
+  plan->split = choice.split;
+  plan->block = kResident.threads;
+  plan->sample_stride = 0;
+  plan->grid = static_cast<int32_t>(in.shape.max_rows * choice.split);
+}
+
 }  // namespace
 
 void DeriveRouteParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
@@ -90,6 +99,9 @@ void DeriveRouteParameters(const RouteChoice& choice, const PlanInputs& in, Plan
       return;
     case Route::kClusterSampled:
       ClusterParameters(choice, in, plan);
+      return;
+    case Route::kResidentDecode:
+      ResidentParameters(choice, in, plan);
       return;
     case Route::kPersistentSampled:
     case Route::kRowLocalExact:

@@ -179,4 +179,36 @@ struct ClusterTable {
 };
 inline constexpr ClusterTable kClusterTable{65536, 131072, 8, 1048576};
 
+// --- The resident decode route (decode_route.cu) --------------------------
+
+// Decode batches (few rows, 16K..512K wide): one launch, one thread-block
+// cluster of `cluster` CTAs per row, each rank holding its part of the row in
+// shared memory as keys, so the row is read from global memory once and
+// every later step (the exact coarse histogram's all-reduce, the gather of
+// x >= cut to rank 0, refinement) runs on chip. 512 threads and 1 CTA per SM
+// (the slice is up to 128 KiB); rank 0's gathered frontier holds frontier_a
+// entries (a row whose admitted set exceeds it is refined by re-scanning the
+// row), its next level frontier_b (over its own slice, dead by then).
+struct ResidentPolicy {
+  int threads;
+  int min_blocks;
+  uint32_t max_slice_keys;  // keys per rank: the route serves N_cap <= 16 x this
+  uint32_t frontier_a;
+  uint32_t frontier_b;
+  int max_cluster;  // CTAs per cluster (16: the H100/H200's non-portable size)
+};
+inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16};
+
+// Where the planner takes it (decode_route = 0): sampled buckets with
+// K <= kCudaMaxFastK, min_width <= N_cap <= max_cluster x max_slice_keys and
+// M_cap <= max_rows on a device with clusters. The cluster size: enough ranks
+// for the row to fit their slices, and as many more (up to max_cluster) as
+// the bucket's rows leave SMs for (M_cap x size <= SMs), so few rows spread
+// over many SMs and more rows still run in one wave.
+struct ResidentRegion {
+  int64_t min_width;
+  int64_t max_rows;
+};
+inline constexpr ResidentRegion kResidentRegion{16384, 64};
+
 }  // namespace topk::planner

@@ -2,6 +2,8 @@
 // (the selector and the tests ask them too): where the short-row route
 // reaches, where the 256-thread variant and the admit ring pay, the forced
 // KV split, the cluster route's shape. The numbers are route_policies.h's.
+#include <algorithm>
+
 #include "route_choice.h"
 #include "route_policies.h"
 #include "topk/cuda_selector.h"
@@ -18,6 +20,14 @@ bool SmallBlockFp32Region(const ProblemShape& shape) {
 }  // namespace
 
 namespace planner {
+bool PlannerChoosesFreely(const CudaSelectorConfig& config) {
+  return config.enable_sampling && config.enable_short_rows && config.enable_kv_split &&
+         config.short_row_max_width == 0 && config.cluster_route == 0 && config.cluster_size == 0 &&
+         config.cluster_ctas_per_sm == 0 && config.ctas_per_sm_target == 0 &&
+         config.kv_split_force == 0 && config.grid_override == 0 && config.sample_stride == 0 &&
+         config.min_sampled_length == 0;
+}
+
 int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm) {
   if (ctas_per_sm == 2) {
     return size == 16 ? device.dense_clusters_of_16 : (size == 8 ? device.dense_clusters_of_8 : 0);
@@ -98,6 +108,36 @@ CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceI
   c.clusters = planner::ClustersOf(device, c.size, c.ctas_per_sm);
   if (c.clusters <= 0) return {};
   return c;
+}
+
+int64_t CudaResidentSliceKeys(int64_t max_width, int32_t cluster_size) {
+  return (max_width + cluster_size - 1) / cluster_size;
+}
+
+// Enough ranks for the row to fit their slices; past that, as many as the
+// bucket's rows leave SMs for (M_cap x size <= SMs), up to the largest
+// cluster: few rows spread over many SMs, more rows still run in one wave.
+int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& device,
+                            const CudaSelectorConfig& config) {
+  const planner::ResidentPolicy& r = planner::kResident;
+  if (config.resident_route < 0 || !config.enable_sampling || !device.resident_clusters ||
+      shape.k > kCudaMaxFastK || shape.max_width > int64_t{r.max_cluster} * r.max_slice_keys) {
+    return 0;
+  }
+  if (config.resident_route == 0 &&
+      (!planner::PlannerChoosesFreely(config) ||
+       shape.max_width < planner::kResidentRegion.min_width ||
+       shape.max_rows > planner::kResidentRegion.max_rows)) {
+    return 0;
+  }
+  int need = 1;
+  while (int64_t{need} * r.max_slice_keys < shape.max_width) need <<= 1;
+  if (config.resident_cluster_size > 0) return std::max(need, config.resident_cluster_size);
+  int spread = 1;
+  while (spread < r.max_cluster && int64_t{2 * spread} * shape.max_rows <= device.sm_count) {
+    spread <<= 1;
+  }
+  return std::max(need, spread);
 }
 
 }  // namespace topk

@@ -14,11 +14,8 @@ namespace {
 // The table applies only to the planner's own choices: a configuration that
 // forces a route, a variant or a grid (A/B measurements) keeps the rules.
 bool TableApplies(const CudaSelectorConfig& config) {
-  return config.use_route_table && config.enable_sampling && config.enable_short_rows &&
-         config.enable_kv_split && config.short_row_max_width == 0 && config.cluster_route == 0 &&
-         config.cluster_size == 0 && config.cluster_ctas_per_sm == 0 &&
-         config.ctas_per_sm_target == 0 && config.kv_split_force == 0 &&
-         config.grid_override == 0 && config.sample_stride == 0 && config.min_sampled_length == 0;
+  return config.use_route_table && PlannerChoosesFreely(config) && config.resident_route <= 0 &&
+         config.resident_cluster_size == 0;
 }
 
 // Each cell's choice as a route and its policy; kRules has none.
@@ -76,6 +73,12 @@ TableVerdict ConsultRouteTable(const PlanInputs& in) {
   TableVerdict verdict;
   if (!TableApplies(in.config)) {
     verdict.why = "rules: the configuration forces the route";
+    return verdict;
+  }
+  // The table was measured before the resident route existed: in its region
+  // the rules' choice stands (its own measurements, bench/NOTES.md).
+  if (CudaResidentClusterSize(in.shape, in.device, in.config) > 0) {
+    verdict.why = "rules: the resident decode route's measured region";
     return verdict;
   }
   const RouteTableEntry* entry =

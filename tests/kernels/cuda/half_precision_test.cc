@@ -71,6 +71,8 @@ TEST_P(HalfPrecisionTest, EveryPatternEveryRoute) {
   no_split.enable_kv_split = false;
   CudaSelectorConfig cluster;
   cluster.cluster_route = 1;
+  CudaSelectorConfig resident;
+  resident.resident_route = 1;
   struct Case {
     const char* name;
     CudaSelectorConfig config;
@@ -81,11 +83,13 @@ TEST_P(HalfPrecisionTest, EveryPatternEveryRoute) {
                         {"row-local exact", exact, 6, Route::kRowLocalExact},
                         {"persistent sampled", no_split, 6, Route::kPersistentSampled},
                         {"kv-split", KvSplitConfig(), 4, Route::kKvSplitSampled},
-                        {"cluster", cluster, 4, Route::kClusterSampled}};
+                        {"cluster", cluster, 4, Route::kClusterSampled},
+                        {"resident", resident, 4, Route::kResidentDecode}};
   for (const Case& c : cases) {
     auto sel = Make(c.config);
     ASSERT_NE(sel, nullptr);
     if (c.route == Route::kClusterSampled && sel->device_info().clusters_of_8 == 0) continue;
+    if (c.route == Route::kResidentDecode && !sel->device_info().resident_clusters) continue;
     const ScoreMatrix m = EveryPatternRows(c.rows, c.rows == 4 ? 2 : 1, 11);
     for (int32_t k : {1, 100, 2048, 4096}) {
       for (int mode : {0, 3}) {

@@ -231,19 +231,22 @@ inline CudaSelectorConfig KvSplitConfig() {
   CudaSelectorConfig c;
   c.enable_kv_split = true;
   c.cluster_route = -1;
+  c.resident_route = -1;
   return c;
 }
 
 // Replays one captured graph of `plan` for live M in {0, 1, grid-1, grid,
 // grid+1, cap} with new lengths and buffers each time (workspace filled with
 // garbage first): every live row exact, rows beyond live M untouched, and the
-// row-claim counters back at zero after each replay.
+// row-claim counters back at zero after each replay. grid_rows: the rows one
+// wave of the grid takes (default: the grid, a row per CTA at most).
 inline void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& plan_ref,
-                                         int64_t width, uint64_t seed_base) {
+                                         int64_t width, uint64_t seed_base,
+                                         int64_t grid_rows = 0) {
   CudaSelector* sel = &selector;
   const Plan* plan = &plan_ref;
   const int32_t k = plan->shape.k;
-  const int64_t grid = plan->grid;
+  const int64_t grid = grid_rows > 0 ? grid_rows : plan->grid;
   const int64_t cap = plan->shape.max_rows;
   auto ws = cuda::AllocateDevice<uint8_t>(plan->workspace_bytes);
   ASSERT_TRUE(ws.ok());

@@ -1,0 +1,233 @@
+// The resident decode route (docs/design.md section 3): decode batches of a
+// few rows, one launch, one thread-block cluster per row, the row read from
+// global memory once and kept on chip. Per row:
+//   1. every rank loads its segment into shared memory as keys and counts the
+//      segment's exact coarse histogram in the same pass (LoadResidentSegment);
+//   2. the histograms are all-reduced through distributed shared memory
+//      (ExchangeResidentHistograms): every rank finds the same boundary bin b,
+//      the K-th value's, and its cutoff CoarseCutoff(b). The count is exact by
+//      construction: nothing to certify, no fallback pass;
+//   3. every rank pushes its keys >= the cutoff (the values above the bin and
+//      the bin itself) into rank 0's frontier with their level-0 digits
+//      (GatherToLeader), reading its keys from shared memory;
+//   4. rank 0 refines the frontier to K (Refine) and writes the row, while the
+//      other ranks go on to the cluster's next row.
+// A row whose admitted set exceeds rank 0's frontier (a flood of equal or
+// nearly equal values) is refined by re-scanning the row from global memory,
+// still exact. Rows of L <= K, bad lengths and NaN rows are answered by rank
+// 0 alone. Clusters take rows in turn (row = cluster id, + clusters, ...).
+#include <cooperative_groups.h>
+
+#include "key_levels.cuh"
+#include "refinement.cuh"
+#include "resident_exchange.cuh"
+#include "resident_gather.cuh"
+#include "resident_load.cuh"
+#include "resident_state.cuh"
+#include "routes.h"
+#include "row_scope.cuh"
+#include "score_row.cuh"
+
+namespace topk::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kB = kResidentThreads;
+
+// The row of L <= K values on rank 0 alone: the whole row, or no answer.
+template <typename Row>
+__device__ __forceinline__ void AnswerWholeRow(SharedState<kB>& s, const RowScope& scope,
+                                               const Row& row, uint32_t L, uint64_t* sort_buf) {
+  if (threadIdx.x == 0) s.nan = 0u;
+  __syncthreads();
+  TakeWholeRow<kB>(row, L, s.out, &s.nan);
+  int32_t* out_row = scope.Out();
+  if (s.nan) {
+    scope.Fail<kB>(out_row, RowStatus::kNan);
+  } else {
+    scope.Finalize<kB>(row, s.out, L, out_row, sort_buf);
+    scope.Status(RowStatus::kOk);
+  }
+  __syncthreads();
+}
+
+template <typename Row>
+__global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
+    ResidentDecodeKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
+                         const __grid_constant__ KernelParams p) {
+#if TOPK_HAS_CLUSTERS
+  extern __shared__ uint4 smem_raw[];
+  SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
+  const ResidentRank mine = MakeResidentRank(s);
+  cg::cluster_group cluster = cg::this_cluster();
+  const uint32_t ranks = cluster.num_blocks();
+  const uint32_t me = cluster.block_rank();
+  const uint32_t tid = threadIdx.x;
+  const uint32_t k = static_cast<uint32_t>(p.k);
+  if (tid == 0) s.args = dev_args != nullptr ? *dev_args : args_in;
+  // The persistent route's row counters are unused here; every launch still
+  // leaves them 0 (the workspace contract), without a memset node.
+  if (blockIdx.x == 0 && tid == 0) p.counters[0] = 0u, p.counters[1] = 0u;
+  __syncthreads();
+  const DeviceArgs& a = s.args;
+  const Frontier lead_a = ResidentFrontierA(mine.frontier_a);
+  const Frontier to_lead = ResidentFrontierA(cluster.map_shared_rank(mine.frontier_a, 0));
+  uint32_t* lead_count = &cluster.map_shared_rank(mine.counts, 0)->gathered;
+  uint32_t* lead_hist = cluster.map_shared_rank(s.hist, 0);
+  uint64_t* sort_buf = reinterpret_cast<uint64_t*>(mine.frontier_a);
+  const uint32_t slice_keys = static_cast<uint32_t>(p.resident_slice_keys);
+
+  for (int64_t r = blockIdx.x / ranks; r < a.num_rows; r += gridDim.x / ranks) {
+    const RowScope scope{a, p, r, k};
+    const int64_t length = a.lengths[r];
+    const Row row = RowOf<Row>(a, p, r);
+    if (length < 0 || length > a.width || length <= p.k) {
+      if (me != 0) continue;
+      if (!scope.FailBadLength<kB>(length)) {
+        AnswerWholeRow(s, scope, row, static_cast<uint32_t>(length), sort_buf);
+      }
+      continue;
+    }
+    long long clock_mark = clock64();
+    const PhaseClock clock{p, clock_mark};
+    auto lap = [&](Stat st) {
+      if (me == 0) clock.Lap(st);
+    };
+    if (me == 0 && tid == 0 && p.row_trace != nullptr) TraceStamp(scope.Trace(), kTraceStart);
+    const uint32_t L = static_cast<uint32_t>(length);
+    // The rank's segment: consecutive equal parts of the row (the slice
+    // holds ceil(N_cap / ranks) keys, and L <= N_cap).
+    const uint32_t chunk = (L + ranks - 1) / ranks;
+    const uint32_t beg = min(L, me * chunk);
+    const uint32_t len = min(L, beg + chunk) - beg;
+    if (chunk > slice_keys) __trap();  // the planner sized the slice for N_cap
+    for (uint32_t i = tid; i < kCoarseBins; i += kB) {
+      mine.view_hist[i] = 0u, mine.total_hist[i] = 0u, s.hist[i] = 0u;
+    }
+    if (tid == 0) *mine.counts = ResidentCounts{}, s.out_count = 0u;
+    __syncthreads();
+    // 1. The one read: keys and the exact coarse histogram.
+    if (len > 0) {
+      LoadResidentSegment<kB>(row.From(beg), len, mine.keys, mine.view_hist, mine.counts);
+    }
+    cluster.sync();
+    // 2. The row's histogram on every rank, its NaN flag and largest value.
+    ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
+    cluster.sync();
+    const uint32_t nan = mine.totals->nan, neg_min_key = mine.totals->neg_min_key;
+    if (nan) {
+      if (me == 0) {
+        scope.Fail<kB>(scope.Out(), RowStatus::kNan);
+        __syncthreads();
+      }
+      continue;
+    }
+    const Boundary bd = FindBoundary<kB>(mine.total_hist, kCoarseBins, k, s.scratch);
+    if (tid < 32) {
+      const float t = WarpCoarseCutoff(bd.bin);
+      if (tid == 0) s.t0 = t;
+    }
+    __syncthreads();
+    const float cut = s.t0;
+    const uint32_t C = bd.below + bd.in_bin;  // every x >= cut
+    const bool stored = C <= kResidentFrontierA;
+    const int top = stored ? CommonKeyBits(~neg_min_key, Key32(cut)) : 0;
+    lap(Stat::kCyclesProposal);
+    // 3. The admitted set into rank 0's frontier, from shared memory.
+    if (stored && len > 0) {
+      GatherToLeader<kB>(mine.keys, len, beg, Key32(cut), to_lead, lead_count, Level0Shift(top),
+                         lead_hist, s.warp_count);
+    }
+    // Past this barrier no rank reads another's shared memory for this row.
+    cluster.sync();
+    if (me != 0) continue;
+    lap(Stat::kCyclesAdmit);
+    // 4. Rank 0 refines (its slice is dead: frontier B lies over it).
+    if (!stored) RescanDigitHist<kB>(row, L, cut, s.hist);
+    if (tid == 0) s.refine[0] = lead_a, s.refine[1] = ResidentFrontierB(mine.keys);
+    __syncthreads();
+    const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
+        s, row, L, cut, NoUpperBound(), C, s.refine[0], s.refine[1], k, p.deterministic != 0, top,
+        RefineOut{s.out, &s.out_count});
+    __syncthreads();
+    lap(Stat::kCyclesRefine);
+    scope.Finalize<kB>(row, s.out, s.out_count, scope.Out(), sort_buf);
+    if (tid == 0) {
+      scope.SetStatus(RowStatus::kOk);
+      AddStat(p, Stat::kResidentRows, 1);
+      AddStat(p, Stat::kExactRows, 1);
+      CountRefinedRow(p, C, rescans);
+    }
+    __syncthreads();
+    lap(Stat::kCyclesFinalize);
+    if (tid == 0 && p.row_trace != nullptr) TraceStamp(scope.Trace(), kTraceFinalize);
+  }
+  // No rank's shared memory is read after this barrier.
+  cluster.sync();
+#else
+  __trap();  // below sm_90: never launched (no clusters; see TOPK_HAS_CLUSTERS)
+#endif
+}
+
+cudaLaunchConfig_t ResidentConfig(int grid, int ranks, uint32_t slice_keys, cudaStream_t stream,
+                                  cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(grid));
+  cfg.blockDim = dim3(kB);
+  cfg.dynamicSmemBytes = ResidentSharedBytes(slice_keys);
+  cfg.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = static_cast<unsigned>(ranks);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+template <typename Row>
+cudaError_t ConfigureResidentKernel() {
+  cudaError_t e = cudaFuncSetAttribute(
+      ResidentDecodeKernel<Row>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(ResidentSharedBytes(kResidentMaxSliceKeys)));
+  if (e != cudaSuccess) return e;
+  // 16 ranks is above the portable cluster size of 8.
+  return cudaFuncSetAttribute(ResidentDecodeKernel<Row>,
+                              cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+
+}  // namespace
+
+cudaError_t ConfigureResidentRoute() {
+  cudaError_t e = ConfigureResidentKernel<F32Row>();
+  if (e == cudaSuccess) e = ConfigureResidentKernel<Half16Row>();
+  return e;
+}
+
+cudaError_t ResidentOccupancy(int ranks, int* clusters) {
+  *clusters = 0;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg =
+      ResidentConfig(ranks, ranks, kResidentMaxSliceKeys, nullptr, &attr);
+  if (cudaOccupancyMaxActiveClusters(clusters, ResidentDecodeKernel<F32Row>, &cfg) !=
+      cudaSuccess) {
+    // A device without clusters of this size: the route is not offered.
+    *clusters = 0;
+    cudaGetLastError();
+  }
+  return cudaSuccess;
+}
+
+cudaError_t LaunchResident(const DeviceArgs& args, const DeviceArgs* dev_args,
+                           const KernelParams& params, int grid, cudaStream_t stream) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = ResidentConfig(
+      grid, params.split, static_cast<uint32_t>(params.resident_slice_keys), stream, &attr);
+  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
+    return cudaLaunchKernelEx(&cfg, ResidentDecodeKernel<F32Row>, args, dev_args, params);
+  }
+  return cudaLaunchKernelEx(&cfg, ResidentDecodeKernel<Half16Row>, args, dev_args, params);
+}
+
+}  // namespace topk::cuda

@@ -1,0 +1,289 @@
+// GPU tests of the resident decode route (Route::kResidentDecode: one
+// thread-block cluster per row, each rank holding its segment in shared
+// memory, the exact coarse histogram all-reduced, the admitted set gathered
+// into rank 0, which refines): every generator, K, layout and mode with
+// ragged lengths (0, 1, K-1, K, K+1, width); K-th boundaries inside one coarse
+// bin (gathered and re-scanned frontiers); infinity floods, NaN and bad
+// lengths; speculative-decoding rows; degenerate rows at the route's widest
+// bucket; clusters taking several rows in turn; graph replays; a small case
+// for the sanitizers. Every test asserts the route and cluster size in the
+// plan and the rows the clusters served (kernel counters), on FP32, BF16 and
+// FP16 rows; skips without a device or without the route's clusters.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "route_policies.h"
+#include "route_test_rows.h"
+#include "selector_fixture.h"
+#include "topk/keys.h"
+
+namespace topk::cuda_test {
+namespace {
+
+// The parameter's first element is the requested cluster size (the plan
+// takes at least what the width needs).
+class ResidentRouteTest : public CudaSelectorTest {
+ protected:
+  int Requested() const { return std::get<0>(GetParam()); }
+  static int Needed(int64_t width) {
+    int need = 1;
+    while (int64_t{need} * topk::planner::kResident.max_slice_keys < width) need <<= 1;
+    return need;
+  }
+
+  std::unique_ptr<CudaSelector> MakeResident(CudaSelectorConfig c = {}) {
+    c.resident_route = 1;
+    c.resident_cluster_size = Requested();
+    auto s = CudaSelector::Create(c);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok() || !(*s)->device_info().resident_clusters) return nullptr;
+    return std::move(*s);
+  }
+
+  // Runs m on the route; every row against the verifier and the reference
+  // (bit-identical where the answer is unique); the route and its cluster
+  // size in the plan; the rows the clusters served (L > K, no NaN, a valid
+  // length) in the kernel's counters.
+  void CheckRoute(CudaSelector& sel, const ScoreMatrix& m, int32_t k, const SelectOptions& o,
+                  const std::string& what) {
+    std::vector<int32_t> out;
+    std::vector<RowStatus> status;
+    Plan plan;
+    RunOn(sel, m, k, o, &out, &status, &plan);
+    if (HasFatalFailure()) return;
+    ASSERT_EQ(plan.route, Route::kResidentDecode) << what;
+    ASSERT_EQ(plan.split, std::max(Requested(), Needed(m.width))) << what;
+    ExpectReferenceAnswer(m, k, o, out, status, what);
+    if (HasFatalFailure()) return;
+    int64_t served = 0;
+    for (int64_t r = 0; r < m.rows; ++r) {
+      served += status[r] == RowStatus::kOk && m.lengths[r] > k ? 1 : 0;
+    }
+    ASSERT_EQ(last_stats_.resident_rows, served) << what;
+  }
+};
+
+#define MAKE_RESIDENT_OR_SKIP(sel, ...) \
+  auto sel = MakeResident(__VA_ARGS__); \
+  if (HasFailure()) return;             \
+  if (sel == nullptr) GTEST_SKIP() << "no clusters for the resident route"
+
+// Rows of 70001 (segments end off the 16-byte grid) with the edge lengths
+// {0, 1, K-1, K, K+1, width} and full rows.
+TEST_P(ResidentRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  uint64_t seed = 900;
+  for (Distribution d : testing::kAllDistributions) {
+    for (int32_t k : {1, 100, 2048, 4096}) {
+      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          GeneratorSpec spec;
+          spec.distribution = d;
+          spec.rows = 7;
+          spec.width = 70001;
+          spec.k = k;
+          spec.layout = layout;
+          spec.lengths = LengthPattern::kEdges;
+          spec.padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
+          spec.seed = ++seed;
+          SelectOptions o;
+          o.sorted = mode & 1;
+          o.deterministic = mode & 2;
+          const std::string what = std::string(testing::DistributionName(d)) +
+                                   " k=" + std::to_string(k) +
+                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
+                                   std::to_string(mode);
+          CheckRoute(*sel, Gen(spec), k, o, what);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// The K-th value inside one coarse bin of `in_bin` distinct values (or
+// 20-way ties), 300 values at the bottom of the bin above, the rest far
+// below. 5000: the admitted set is gathered into rank 0; 30000: it exceeds
+// rank 0's store and refinement re-scans the row.
+ScoreMatrix OneBinBoundaryRows(int in_bin, int64_t width) {
+  const float base = 0.7f;
+  const float above_start = CoarseCutoff(Coarse(base) - 1);
+  ScoreMatrix m;
+  m.rows = 2;
+  m.width = width;
+  m.pitch = width;
+  m.scores.assign(m.rows * width, -5.f);
+  std::mt19937_64 rng(in_bin + 7);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    std::vector<float> row(width, -5.f);
+    for (int i = 0; i < 300; ++i) row[i] = FloatsAbove(above_start, i);
+    for (int i = 0; i < in_bin; ++i) row[300 + i] = FloatsAbove(base, r == 0 ? i : i / 20);
+    std::normal_distribution<float> normal(-3.f, 0.5f);
+    for (int64_t i = 300 + in_bin; i < width; ++i) row[i] = std::min(normal(rng), -1.f);
+    std::shuffle(row.begin(), row.end(), rng);
+    std::copy(row.begin(), row.end(), m.scores.begin() + r * width);
+  }
+  m.lengths.assign(m.rows, static_cast<int32_t>(width));
+  return m;
+}
+
+TEST_P(ResidentRouteTest, BoundaryInsideOneCoarseBin) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  for (int in_bin : {5000, 30000}) {
+    const ScoreMatrix m = Typed(OneBinBoundaryRows(in_bin, 131072));
+    for (int mode = 0; mode < 4; ++mode) {
+      SelectOptions o;
+      o.sorted = mode & 1;
+      o.deterministic = mode & 2;
+      for (int32_t k : {1000, 2048, 4096}) {
+        CheckRoute(*sel, m, k, o,
+                   "bin of " + std::to_string(in_bin) + " k=" + std::to_string(k) + " mode " +
+                       std::to_string(mode));
+        if (HasFatalFailure()) return;
+      }
+      if (in_bin > static_cast<int>(topk::planner::kResident.frontier_a)) {
+        EXPECT_GT(last_stats_.rescans, 0) << "the re-scanned frontier did not run";
+      }
+    }
+  }
+}
+
+// +inf and -inf floods, an all -inf row, NaN in one rank's segment, NaN in
+// an L <= K row, a NaN just beyond L (ignored); then two bad lengths.
+TEST_P(ResidentRouteTest, InfinityFloodsNanAndBadLengths) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  constexpr int64_t kWidth = 100000;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ScoreMatrix m = InfinityFloodRows(9, kWidth, 13, 60000);
+  m.scores[4 * kWidth + 77777] = nan;
+  m.lengths[5] = 1500;  // L <= K, with a NaN: rank 0 alone
+  m.scores[5 * kWidth + 1499] = nan;
+  m.lengths[6] = 90000;
+  m.scores[6 * kWidth + 90000] = nan;  // beyond L
+  m = Typed(std::move(m));
+  for (int mode = 0; mode < 4; ++mode) {
+    SelectOptions o;
+    o.sorted = mode & 1;
+    o.deterministic = mode & 2;
+    CheckRoute(*sel, m, 2048, o, "floods mode " + std::to_string(mode));
+    if (HasFatalFailure()) return;
+  }
+  m.lengths[7] = -3;
+  m.lengths[8] = static_cast<int32_t>(kWidth + 1);
+  std::vector<int32_t> out;
+  std::vector<RowStatus> status;
+  RunOn(*sel, m, 2048, {}, &out, &status);
+  ExpectEachRow(m, 2048,
+                {RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kNan,
+                 RowStatus::kNan, RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength},
+                out, status);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(last_stats_.resident_rows, 5);  // rows 0-3 and 6
+}
+
+// Speculative decoding: 3 consecutive rows per request whose lengths end at
+// L - 2, L - 1, L (12 requests of 128K-wide causal rows), K = 512 and 2048.
+TEST_P(ResidentRouteTest, SpeculativeRows) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kIndexer;
+  spec.rows = 36;
+  spec.width = 131072;
+  spec.seed = 41;
+  ScoreMatrix m = Gen(spec);
+  std::mt19937_64 rng(3);
+  std::uniform_int_distribution<int32_t> len(20000, 131072);
+  for (int64_t q = 0; q < 12; ++q) {
+    const int32_t last = len(rng);
+    for (int64_t j = 0; j < 3; ++j) m.lengths[3 * q + j] = last - 2 + static_cast<int32_t>(j);
+  }
+  for (int32_t k : {512, 2048}) {
+    CheckRoute(*sel, m, k, {}, "speculative k=" + std::to_string(k));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Small enough for the sanitizers: one row each of the paths (a gathered
+// frontier, a gathered one-bin frontier, a re-scanned one-bin frontier, NaN,
+// L <= K, a row narrower than the sampled routes take), K = 512.
+TEST_P(ResidentRouteTest, SanitizerSmallRows) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  constexpr int64_t kWidth = 20000;
+  GeneratorSpec spec;
+  spec.distribution = Distribution::kIndexer;
+  spec.rows = 6;
+  spec.width = kWidth;
+  ScoreMatrix m = testing::Generate(spec);  // FP32, edited, then typed
+  for (int64_t i = 0; i < kWidth; ++i) {
+    m.scores[1 * kWidth + i] = i < 1500 ? FloatsAbove(0.7f, i) : -2.f;  // one bin, gathered
+    m.scores[2 * kWidth + i] = 0.7f;                                    // one bin, re-scanned
+  }
+  m.scores[3 * kWidth + 12345] = std::numeric_limits<float>::quiet_NaN();
+  m.lengths[4] = 400;
+  m.lengths[5] = 9000;
+  m = Typed(std::move(m));
+  for (int mode = 0; mode < 4; ++mode) {
+    SelectOptions o;
+    o.sorted = mode & 1;
+    o.deterministic = mode & 2;
+    CheckRoute(*sel, m, 512, o, "small mode " + std::to_string(mode));
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(last_stats_.rescans, 0) << "the re-scanned frontier did not run";
+}
+
+// Constant, all -inf and one-bin rows of the route's widest bucket: every
+// value is admitted, the frontier exceeds rank 0's store and refinement
+// re-scans the row.
+TEST_P(ResidentRouteTest, DegenerateWidestRows) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  for (Distribution d :
+       {Distribution::kConstant, Distribution::kAllMinusInf, Distribution::kOneBinCluster}) {
+    GeneratorSpec spec;
+    spec.distribution = d;
+    spec.rows = 2;
+    spec.width = int64_t{topk::planner::kResident.max_cluster} *
+                 topk::planner::kResident.max_slice_keys;
+    const ScoreMatrix m = Gen(spec);
+    SelectOptions o;
+    o.deterministic = true;
+    CheckRoute(*sel, m, 2048, o, std::string(testing::DistributionName(d)) + " det");
+    if (HasFatalFailure()) return;
+    EXPECT_GT(last_stats_.rescans, 0);
+  }
+}
+
+// One captured graph replayed for live M in {0, 1, 19, 20, 21, 40} (a
+// cluster per row, more rows than clusters fit at once) with new lengths
+// and buffers each time.
+TEST_P(ResidentRouteTest, GraphReplayWithLiveRows) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  const int64_t cap = 40;
+  auto plan = sel->MakePlan(ProblemShape{2048, cap, 65536, Layout::kPitched, Dtype()}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->route, Route::kResidentDecode);
+  ASSERT_EQ(plan->grid, cap * plan->split);
+  CheckGraphReplayOverLiveRows(*sel, *plan, 65536, 2600, cap / 2);
+}
+
+std::string ResidentName(const ::testing::TestParamInfo<SelectorParam>& info) {
+  return "Ranks" + std::to_string(std::get<0>(info.param)) + "_" +
+         std::string(ScoreTypeName(std::get<1>(info.param)));
+}
+
+// 1, 4 and 16 CTAs per cluster (the plan raises it to what the width
+// needs), every score type.
+INSTANTIATE_TEST_SUITE_P(ResidentVariants, ResidentRouteTest,
+                         ::testing::Combine(::testing::Values(1, 4, 16),
+                                            ::testing::ValuesIn(kAllScoreTypes)),
+                         ResidentName);
+
+}  // namespace
+}  // namespace topk::cuda_test

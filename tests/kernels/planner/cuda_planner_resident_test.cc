@@ -1,0 +1,108 @@
+// The CUDA planner's resident decode route (host-side, a fake device): its
+// region, its cluster size (what the width needs, widened by the SMs the
+// bucket's rows leave), the header-only workspace, the forced and switched-off
+// settings, and configurations that force another route.
+#include <gtest/gtest.h>
+
+#include "cuda_planner_fake_device.h"
+#include "route_policies.h"
+#include "topk/cuda_selector.h"
+
+namespace topk {
+namespace {
+
+using topk::planner::kResident;
+using topk::planner::kResidentRegion;
+
+CudaDeviceInfo ResidentH200() {
+  CudaDeviceInfo d = testing::FakeH200WithClusters();
+  d.resident_clusters = true;
+  return d;
+}
+
+Plan MustPlanOn(const CudaDeviceInfo& d, int32_t k, int64_t m, int64_t n,
+                CudaSelectorConfig c = {}) {
+  auto p = PlanCudaSelection(ProblemShape{k, m, n, Layout::kPitched}, {}, d, c);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? *p : Plan{};
+}
+
+TEST(CudaPlannerResidentTest, DecodeBucketsTakeTheRoute) {
+  const CudaDeviceInfo d = ResidentH200();
+  for (int32_t k : {512, 1024, 2048, 4096}) {
+    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}, kResidentRegion.max_rows}) {
+      for (int64_t n : {kResidentRegion.min_width, int64_t{131072}, int64_t{262144}}) {
+        const Plan p = MustPlanOn(d, k, m, n);
+        EXPECT_EQ(p.route, Route::kResidentDecode) << k << " " << m << " x " << n;
+        EXPECT_EQ(p.grid, m * p.split);
+        EXPECT_EQ(p.block, kResident.threads);
+        EXPECT_EQ(p.sample_stride, 0);
+        EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
+        EXPECT_NE(p.why.find("resident"), std::string::npos) << p.why;
+        // Every rank's slice holds its part of the widest row.
+        EXPECT_LE(CudaResidentSliceKeys(n, p.split), kResident.max_slice_keys);
+      }
+    }
+  }
+}
+
+TEST(CudaPlannerResidentTest, ClusterSizeByWidthAndRows) {
+  const CudaDeviceInfo d = ResidentH200();
+  // One row spreads over the largest cluster; 8 rows over 16 each (128 SMs).
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072).split, 16);
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).split, 16);
+  EXPECT_EQ(MustPlanOn(d, 2048, 16, 131072).split, 8);
+  EXPECT_EQ(MustPlanOn(d, 2048, 32, 131072).split, 4);
+  // 64 rows of 128K: 4 ranks are what the width needs (32K keys each).
+  EXPECT_EQ(MustPlanOn(d, 2048, 64, 131072).split, 4);
+  EXPECT_EQ(MustPlanOn(d, 2048, 64, 32768).split, 2);
+  EXPECT_EQ(MustPlanOn(d, 512, 64, 262144).split, 8);
+  // A requested size below what the width needs is raised to it.
+  CudaSelectorConfig c;
+  c.resident_cluster_size = 1;
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, c).split, 4);
+  c.resident_cluster_size = 8;
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, c).split, 8);
+}
+
+TEST(CudaPlannerResidentTest, OutsideTheRegionOtherRoutes) {
+  const CudaDeviceInfo d = ResidentH200();
+  EXPECT_NE(MustPlanOn(d, 2048, kResidentRegion.max_rows + 1, 131072).route,
+            Route::kResidentDecode);
+  EXPECT_NE(MustPlanOn(d, 2048, 8, kResidentRegion.min_width - 1).route, Route::kResidentDecode);
+  EXPECT_NE(MustPlanOn(d, 2048, 8, int64_t{1} << 20).route, Route::kResidentDecode);
+  EXPECT_NE(MustPlanOn(d, 8192, 8, 131072).route, Route::kResidentDecode);
+  // No clusters for it (before sm_90): never.
+  EXPECT_NE(MustPlanOn(testing::FakeH200WithClusters(), 2048, 1, 131072).route,
+            Route::kResidentDecode);
+  // Switched off, or another route forced: the planner's previous choice.
+  CudaSelectorConfig off;
+  off.resident_route = -1;
+  EXPECT_NE(MustPlanOn(d, 2048, 8, 131072, off).route, Route::kResidentDecode);
+  CudaSelectorConfig forced_cluster;
+  forced_cluster.cluster_route = 1;
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, forced_cluster).route, Route::kClusterSampled);
+  CudaSelectorConfig stride;
+  stride.sample_stride = 64;
+  EXPECT_NE(MustPlanOn(d, 2048, 1, 131072, stride).route, Route::kResidentDecode);
+  CudaSelectorConfig exact;
+  exact.enable_sampling = false;
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, exact).route, Route::kRowLocalExact);
+}
+
+TEST(CudaPlannerResidentTest, ForcedEverywhereItServes) {
+  const CudaDeviceInfo d = ResidentH200();
+  CudaSelectorConfig c;
+  c.resident_route = 1;
+  EXPECT_EQ(MustPlanOn(d, 2048, 512, 131072, c).route, Route::kResidentDecode);
+  EXPECT_EQ(MustPlanOn(d, 2048, 4, 8192, c).route, Route::kResidentDecode);
+  const int64_t widest = int64_t{kResident.max_cluster} * kResident.max_slice_keys;
+  EXPECT_EQ(MustPlanOn(d, 2048, 2, widest, c).split, kResident.max_cluster);
+  EXPECT_NE(MustPlanOn(d, 2048, 2, widest + 1, c).route, Route::kResidentDecode);
+  c.resident_cluster_size = 3;
+  EXPECT_FALSE(
+      PlanCudaSelection(ProblemShape{2048, 1, 131072, Layout::kPitched}, {}, d, c).ok());
+}
+
+}  // namespace
+}  // namespace topk
