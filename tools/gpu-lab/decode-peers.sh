@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The decode shapes against the public selectors (issue "Selector V"), on the
+# GPU machine, in one call: the resident route's tests, then
+# ../shared/peers/peer_bench.py (copied into .carry/peers) on the decode
+# shapes, warm L2 (rows just read) and cold (flushed), K = 2048 at N = 32K and
+# 128K, K = 512 and 1024 at 64K and 256K, M = 1..256; the baseline library
+# (.carry/gpu/lib-base/libtopk_c.so: the previous main, when packed) on the
+# same shapes; and topk-bench-gpu's phase timers for the new route beside the
+# route it replaces (--alt_resident=-1) on the same data.
+# usage: tools/gpu-lab/decode-peers.sh [steps]   (tests,peers,base,phases; default all)
+# Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60).
+set -uo pipefail
+steps=${1:-tests,peers,base,phases}
+OUT=${OUT:-/tmp/topk-out}
+mkdir -p "$OUT"
+root=.carry/gpu
+bin=$root/bin
+peers=.carry/peers/peer_bench.py
+reps=${DECODE_REPS:-60}
+export PYTHONUNBUFFERED=1
+rc_all=0
+has() { [[ ",$steps," == *",$1,"* ]]; }
+shapes_for() {  # K -> M:N list
+  local widths m n list=""
+  if [ "$1" = 2048 ]; then widths="32768 131072"; else widths="65536 262144"; fi
+  for n in $widths; do
+    for m in 1 8 32 64 128 256; do list+="$m:$n,"; done
+  done
+  [ "$1" = 2048 ] && list+="8:262144,"
+  echo "${list%,}"
+}
+
+if has tests; then
+  {
+    "$bin/cuda_planner_test" --gtest_brief=1
+    echo "cuda_planner_test rc=$?"
+    for t in fp32 bf16 fp16; do
+      (timeout "${TOPK_TEST_TIMEOUT:-300}" "$bin/topk_cuda_test" --gtest_brief=1 \
+        --gtest_filter="*ResidentRouteTest*$t:*HalfPrecisionTest.EveryPattern*$t" \
+        >"$OUT/tests_$t.log" 2>&1; echo "topk_cuda_test $t rc=$?" >>"$OUT/tests_$t.log") &
+    done
+    wait
+    cat "$OUT"/tests_fp32.log "$OUT"/tests_bf16.log "$OUT"/tests_fp16.log
+    rm -f "$OUT"/tests_*.log
+  } >"$OUT/resident_tests.log" 2>&1
+  grep -E "^\[  (PASSED|FAILED)  \]|rc=|FAILED" "$OUT/resident_tests.log" | tail -30
+  grep -q "rc=[1-9]" "$OUT/resident_tests.log" && rc_all=1
+fi
+
+run_peers() {  # lib tag skip
+  local k l2
+  for k in 2048 512 1024; do
+    for l2 in warm flush; do
+      python3 "$peers" --ours "$1" --k "$k" --l2 "$l2" --reps "$reps" --shapes "$(shapes_for $k)" \
+        --csv "$OUT/$2_k${k}_${l2}.csv" ${3:+--skip "$3"} >"$OUT/$2_k${k}_${l2}.log" 2>&1
+      echo "$2 K=$k $l2 rc=$?"
+    done
+  done
+}
+if has peers; then
+  run_peers "$root/lib/libtopk_c.so" peers ""
+  for f in "$OUT"/peers_k2048_*.log; do echo "== $f"; tail -22 "$f"; done
+fi
+if has base && [ -f "$root/lib-base/libtopk_c.so" ]; then
+  LD_LIBRARY_PATH=$root/lib run_peers "$root/lib-base/libtopk_c.so" base \
+    hpcops,flashinfer,deepselect,vllm,torch
+fi
+if has phases; then
+  for k in 2048 512; do
+    "$bin/topk-bench-gpu" --k "$k" --shapes "$(shapes_for $k)" --reps 30 --alt_resident=-1 \
+      --csv "$OUT/phases_k$k.csv" >"$OUT/phases_k$k.log" 2>&1
+    echo "phases K=$k rc=$?"
+    tail -30 "$OUT/phases_k$k.log"
+  done
+fi
+exit $rc_all
