@@ -7,7 +7,12 @@
 # (.carry/gpu/lib-base/libtopk_c.so: the previous main, when packed) on the
 # same shapes; and topk-bench-gpu's phase timers for the new route beside the
 # route it replaces (--alt_resident=-1) on the same data.
-# usage: tools/gpu-lab/decode-peers.sh [steps]   (tests,peers,base,phases; default all)
+# usage: tools/gpu-lab/decode-peers.sh [steps]   (tests,peers,base,phases,sizes; default
+#   all but sizes). sizes: the route forced on every shape at each cluster size
+#   (2, 4, 8, 16; the width may raise it), topk-bench-gpu, the sweep behind
+#   the planner's region. suite: the whole GPU suite (gpu-check.sh tests) beside
+#   sanitize: memcheck of the route's cases on every type and racecheck of its
+#   small case at each cluster size (FP32), in parallel.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60).
 set -uo pipefail
 steps=${1:-tests,peers,base,phases}
@@ -72,5 +77,41 @@ if has phases; then
     echo "phases K=$k rc=$?"
     tail -30 "$OUT/phases_k$k.log"
   done
+fi
+if has sizes; then
+  for k in 2048 512; do
+    for size in 2 4 8 16; do
+      "$bin/topk-bench-gpu" --k "$k" --shapes "$(shapes_for $k)" --reps 30 --resident=1 \
+        --resident_cluster_size="$size" --csv "$OUT/sizes_k${k}_c$size.csv" \
+        >"$OUT/sizes_k${k}_c$size.log" 2>&1
+      echo "sizes K=$k cluster=$size rc=$?"
+    done
+  done
+fi
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+san_timeout=${TOPK_SANITIZER_TIMEOUT:-240}
+if has sanitize; then
+  memcheck_filter='*ResidentRouteTest.SanitizerSmallRows*:*ResidentRouteTest.InfinityFloods*'
+  memcheck_filter+=':*ResidentRouteTest.BoundaryInsideOneCoarseBin*'
+  for t in fp32 bf16 fp16; do
+    (timeout "$san_timeout" "$sanitizer" --tool memcheck "$bin/topk_cuda_test" --gtest_brief=1 \
+       --gtest_filter="$(echo "$memcheck_filter" | sed "s/:/$t:/g; s/\$/$t/")" \
+       >"$OUT/memcheck_$t.log" 2>&1; echo "memcheck $t rc=$?" >>"$OUT/memcheck_$t.log") &
+  done
+  for size in 1 4 16; do
+    (timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" --gtest_brief=1 \
+       --gtest_filter="*ResidentRouteTest.SanitizerSmallRows/Ranks${size}_fp32" \
+       >"$OUT/racecheck_$size.log" 2>&1; echo "racecheck ranks $size rc=$?" >>"$OUT/racecheck_$size.log") &
+  done
+fi
+if has suite; then
+  TOPK_TEST_TIMEOUT=${TOPK_SUITE_TIMEOUT:-300} bash tools/gpu-lab/gpu-check.sh full tests >"$OUT/suite.log" 2>&1
+  echo "suite rc=$?"
+  grep -E "^\[  (PASSED|FAILED)  \]|rc=|FAILED  \]" "$OUT/suite.log" | tail -20
+fi
+wait
+if has sanitize; then
+  grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|rc=" "$OUT"/memcheck_*.log "$OUT"/racecheck_*.log
+  grep -qE "rc=[1-9]" "$OUT"/memcheck_*.log "$OUT"/racecheck_*.log && rc_all=1
 fi
 exit $rc_all

@@ -37,10 +37,11 @@ struct CudaDeviceInfo {
   int clusters_of_16 = 0;
   int dense_clusters_of_8 = 0;
   int dense_clusters_of_16 = 0;
-  // Whether the resident decode route's kernel runs in clusters of 16 (the
-  // non-portable size) with its largest slice: the route then serves rows up
-  // to 16 x its slice; false (before sm_90): the route is not offered.
-  bool resident_clusters = false;
+  // Clusters of the resident decode route's kernel resident at once, of 1, 2,
+  // 4, 8 and 16 CTAs (index log2 of the size; one CTA per SM whatever its
+  // slice); all 0 (before sm_90): the route is not offered. A cluster must
+  // fit one GPC, so 16-CTA clusters are fewer than SMs / 16.
+  int resident_clusters[5] = {0, 0, 0, 0, 0};
 };
 
 struct CudaSelectorConfig {

@@ -197,9 +197,9 @@ absl::StatusOr<std::unique_ptr<CudaSelector>> CudaSelector::Create(CudaSelectorC
     TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(16, 1, &info.clusters_of_16));
     TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(8, 2, &info.dense_clusters_of_8));
     TOPK_CUDA_RETURN_IF_ERROR(cuda::ClusterOccupancy(16, 2, &info.dense_clusters_of_16));
-    int resident_of_16 = 0;
-    TOPK_CUDA_RETURN_IF_ERROR(cuda::ResidentOccupancy(16, &resident_of_16));
-    info.resident_clusters = resident_of_16 > 0;
+    for (int i = 0; i < 5; ++i) {
+      TOPK_CUDA_RETURN_IF_ERROR(cuda::ResidentOccupancy(1 << i, &info.resident_clusters[i]));
+    }
   }
   if (absl::Status s =
           PlanCudaSelection(ProblemShape{1, 1, 1, Layout::kPitched}, {}, info, config).status();

@@ -7,20 +7,24 @@
 //      (ExchangeResidentHistograms): every rank finds the same boundary bin b,
 //      the K-th value's, and its cutoff CoarseCutoff(b). The count is exact by
 //      construction: nothing to certify, no fallback pass;
-//   3. every rank pushes its keys >= the cutoff (the values above the bin and
-//      the bin itself) into rank 0's frontier with their level-0 digits
-//      (GatherToLeader), reading its keys from shared memory;
-//   4. rank 0 refines the frontier to K (Refine) and writes the row, while the
-//      other ranks go on to the cluster's next row.
-// A row whose admitted set exceeds rank 0's frontier (a flood of equal or
-// nearly equal values) is refined by re-scanning the row from global memory,
-// still exact. Rows of L <= K, bad lengths and NaN rows are answered by rank
+//   2b. only when the values >= the cutoff exceed rank 0's store: the bin is
+//      split once more on chip (resident_frontier.cuh), the digit holding the
+//      K-th value becomes the frontier and the values above it are committed;
+//   3. every rank sends rank 0 the committed indices and the frontier's
+//      entries with their level-0 digits (GatherToLeader), reading its keys
+//      from shared memory;
+//   4. rank 0 refines the frontier to the K values left (Refine) and writes
+//      the row, while the other ranks go on to the cluster's next row.
+// A frontier that still exceeds rank 0's store (a flood of equal values) is
+// refined by re-scanning the row for the values in its band, still exact. Rows of L <= K, bad lengths and NaN rows are answered by rank
 // 0 alone. Clusters take rows in turn (row = cluster id, + clusters, ...).
 #include <cooperative_groups.h>
 
 #include "key_levels.cuh"
 #include "refinement.cuh"
+#include "proposal.cuh"
 #include "resident_exchange.cuh"
+#include "resident_frontier.cuh"
 #include "resident_gather.cuh"
 #include "resident_load.cuh"
 #include "resident_state.cuh"
@@ -74,6 +78,8 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
   const Frontier lead_a = ResidentFrontierA(mine.frontier_a);
   const Frontier to_lead = ResidentFrontierA(cluster.map_shared_rank(mine.frontier_a, 0));
   uint32_t* lead_count = &cluster.map_shared_rank(mine.counts, 0)->gathered;
+  uint32_t* lead_out = cluster.map_shared_rank(s.out, 0);
+  uint32_t* lead_out_count = cluster.map_shared_rank(&s.out_count, 0);
   uint32_t* lead_hist = cluster.map_shared_rank(s.hist, 0);
   uint64_t* sort_buf = reinterpret_cast<uint64_t*>(mine.frontier_a);
   const uint32_t slice_keys = static_cast<uint32_t>(p.resident_slice_keys);
@@ -124,32 +130,55 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       continue;
     }
     const Boundary bd = FindBoundary<kB>(mine.total_hist, kCoarseBins, k, s.scratch);
-    if (tid < 32) {
-      const float t = WarpCoarseCutoff(bd.bin);
-      if (tid == 0) s.t0 = t;
-    }
+    // The bin's cutoff (warp 0) and the one above it (warp 1: the bin's
+    // first key, for the split below).
+    CoarseCutoffPair(64u, bd.bin, bd.bin - 1u, &s.t0, &s.t1);
     __syncthreads();
-    const float cut = s.t0;
-    const uint32_t C = bd.below + bd.in_bin;  // every x >= cut
-    const bool stored = C <= kResidentFrontierA;
-    const int top = stored ? CommonKeyBits(~neg_min_key, Key32(cut)) : 0;
+    const uint32_t cut_key = Key32(s.t0);
+    ResidentFrontier f;
+    if (bd.below + bd.in_bin <= kResidentFrontierA) {
+      // Every x >= cut is the frontier.
+      f = MakeResidentFrontier(0u, cut_key, 0u, bd.below + bd.in_bin);
+      f.top = CommonKeyBits(~neg_min_key, cut_key);
+    } else {
+      // 2b. Split the boundary bin on chip: its digits' histogram,
+      // exchanged; the digit of the K-th value is the frontier.
+      const uint32_t first = BinFirstKey(bd.bin, s.t1);
+      const int shift = BinDigitShift(first, cut_key);
+      for (uint32_t i = tid; i < kCoarseBins; i += kB) {
+        mine.view_hist[i] = 0u, mine.total_hist[i] = 0u;
+      }
+      __syncthreads();
+      if (len > 0) CountBinDigits<kB>(mine.keys, len, first, cut_key, shift, mine.view_hist);
+      cluster.sync();
+      ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
+      cluster.sync();
+      const Boundary bf = FindBoundary<kB>(mine.total_hist, kCoarseBins, k - bd.below, s.scratch);
+      const uint32_t f_lo = first + (bf.bin << shift);
+      const uint32_t f_hi = min(cut_key, f_lo + ((1u << shift) - 1u));
+      f = MakeResidentFrontier(f_lo, f_hi, bd.below + bf.below, bf.in_bin);
+    }
+    const bool stored = f.count <= kResidentFrontierA;
     lap(Stat::kCyclesProposal);
-    // 3. The admitted set into rank 0's frontier, from shared memory.
-    if (stored && len > 0) {
-      GatherToLeader<kB>(mine.keys, len, beg, Key32(cut), to_lead, lead_count, Level0Shift(top),
-                         lead_hist, s.warp_count);
+    // 3. The committed indices and the frontier into rank 0, from shared
+    // memory (the frontier only when it fits rank 0's store).
+    if (len > 0) {
+      const LeaderStores to{lead_out,  lead_out_count,           to_lead, lead_count,
+                            lead_hist, Level0Shift(f.top), stored};
+      GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
     }
     // Past this barrier no rank reads another's shared memory for this row.
     cluster.sync();
     if (me != 0) continue;
     lap(Stat::kCyclesAdmit);
-    // 4. Rank 0 refines (its slice is dead: frontier B lies over it).
-    if (!stored) RescanDigitHist<kB>(row, L, cut, s.hist);
+    // 4. Rank 0 refines the frontier to the K - committed values left (its
+    // slice is dead: frontier B lies over it), after the committed ones.
+    if (!stored) RescanBandDigitHist<kB>(row, L, f.cut, f.hi, Level0Shift(f.top), s.hist);
     if (tid == 0) s.refine[0] = lead_a, s.refine[1] = ResidentFrontierB(mine.keys);
     __syncthreads();
     const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
-        s, row, L, cut, NoUpperBound(), C, s.refine[0], s.refine[1], k, p.deterministic != 0, top,
-        RefineOut{s.out, &s.out_count});
+        s, row, L, f.cut, f.hi, f.count, s.refine[0], s.refine[1], k - f.committed,
+        p.deterministic != 0, f.top, RefineOut{s.out, &s.out_count});
     __syncthreads();
     lap(Stat::kCyclesRefine);
     scope.Finalize<kB>(row, s.out, s.out_count, scope.Out(), sort_buf);
@@ -157,7 +186,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       scope.SetStatus(RowStatus::kOk);
       AddStat(p, Stat::kResidentRows, 1);
       AddStat(p, Stat::kExactRows, 1);
-      CountRefinedRow(p, C, rescans);
+      CountRefinedRow(p, f.count, rescans);
     }
     __syncthreads();
     lap(Stat::kCyclesFinalize);

@@ -1,11 +1,12 @@
 // The resident route's gather (decode_route.cu, step 3): every rank reads its
-// keys back from shared memory and pushes the admitted ones (key <= the
-// cutoff's key, i.e. x >= cut: every value in or above the boundary bin)
-// into rank 0's frontier through distributed shared memory, counting their
-// level-0 digits into rank 0's histogram, so rank 0 starts refinement with
-// the whole admitted set and its histogram on chip. One remote atomic per
-// rank reserves its slots (a count pass first): a remote atomic's round trip
-// per warp and step would be the phase's latency.
+// keys back from shared memory and sends rank 0 what it needs through
+// distributed shared memory: the indices of the values above the frontier
+// (committed: key < f_lo) into rank 0's output, and the frontier's entries
+// (f_lo <= key <= f_hi) into rank 0's frontier store with their level-0
+// digits counted into rank 0's histogram, so rank 0 refines the frontier alone
+// with everything on chip. One remote atomic per rank and destination
+// reserves its slots (a count pass first): a remote atomic's round trip per
+// warp and step would be the phase's latency.
 #pragma once
 
 #include <cstdint>
@@ -16,20 +17,33 @@
 
 namespace topk::cuda {
 
-// keys[0, len) of the rank whose segment starts at row index beg: entries
-// with key <= key_cut go to dst at slots reserved on *dst_count (rank 0's),
-// their digit (key >> shift0, 11 bits) to dst_hist (rank 0's). The caller
-// made sure every admitted entry of the row fits dst. scratch: kB / 32 + 1
-// words of the CTA's shared memory. Every thread of the CTA calls it.
+// Where the gather sends a rank's keys (rank 0's, remote for the others).
+struct LeaderStores {
+  uint32_t* out;         // committed indices
+  uint32_t* out_count;   // their reservation counter
+  Frontier frontier;     // the frontier's (index, key) entries
+  uint32_t* f_count;     // their reservation counter
+  uint32_t* hist;        // the frontier's level-0 digits (key >> shift0, 11 bits)
+  int shift0;
+  bool push_frontier;    // false: only the committed indices (rank 0 re-scans)
+};
+
+// The keys [0, len) of the rank whose segment starts at row index beg. The
+// caller made sure the committed indices fit the output and, with
+// push_frontier, the frontier fits its store. scratch: 2 (kB / 32 + 1) words
+// of the CTA's shared memory. Every thread of the CTA calls it.
 template <int kB>
 __device__ __noinline__ void GatherToLeader(const uint32_t* keys, uint32_t len, uint32_t beg,
-                                            uint32_t key_cut, const Frontier dst,
-                                            uint32_t* dst_count, int shift0, uint32_t* dst_hist,
+                                            uint32_t f_lo, uint32_t f_hi, const LeaderStores& to,
                                             uint32_t* scratch) {
   constexpr int kWarps = kB / 32;
   const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Two counts in one word each: committed in the low half, frontier high.
   uint32_t n = 0;
-  for (uint32_t i = tid; i < len; i += kB) n += keys[i] <= key_cut ? 1u : 0u;
+  for (uint32_t i = tid; i < len; i += kB) {
+    const uint32_t key = keys[i];
+    n += key < f_lo ? 1u : (key <= f_hi && to.push_frontier ? 0x10000u : 0u);
+  }
   uint32_t incl = n;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -46,20 +60,33 @@ __device__ __noinline__ void GatherToLeader(const uint32_t* keys, uint32_t len, 
       const uint32_t y = __shfl_up_sync(kFullMask, wi, o);
       if (lane >= o) wi += y;
     }
-    uint32_t base = 0;
-    if (lane == kWarps - 1) base = atomicAdd(dst_count, wi);  // the CTA's total
-    base = __shfl_sync(kFullMask, base, kWarps - 1);
-    if (lane < kWarps) scratch[lane] = base + wi - w;  // each warp's first slot
+    // The CTA's totals reserve its slots (lane kWarps - 1 holds them).
+    uint32_t out_base = 0, f_base = 0;
+    if (lane == kWarps - 1) {
+      if (wi & 0xFFFFu) out_base = atomicAdd(to.out_count, wi & 0xFFFFu);
+      if (wi >> 16) f_base = atomicAdd(to.f_count, wi >> 16);
+    }
+    out_base = __shfl_sync(kFullMask, out_base, kWarps - 1);
+    f_base = __shfl_sync(kFullMask, f_base, kWarps - 1);
+    const uint32_t excl = wi - w;
+    if (lane < kWarps) {
+      scratch[lane] = out_base + (excl & 0xFFFFu);
+      scratch[kWarps + 1 + lane] = f_base + (excl >> 16);
+    }
   }
   __syncthreads();
-  uint32_t pos = scratch[warp] + incl - n;
+  const uint32_t before = incl - n;
+  uint32_t out_pos = scratch[warp] + (before & 0xFFFFu);
+  uint32_t f_pos = scratch[kWarps + 1 + warp] + (before >> 16);
   for (uint32_t base = 0; base < len; base += kB) {
     const uint32_t i = base + tid;
     const uint32_t key = i < len ? keys[i] : 0xFFFFFFFFu;
-    const bool admit = i < len && key <= key_cut;
-    if (!__any_sync(kFullMask, admit)) continue;
-    if (admit) dst.Put(pos++, beg + i, key);
-    AggregatedCount(admit, (key >> shift0) & 0x7FFu, dst_hist);
+    const bool commit = i < len && key < f_lo;
+    const bool front = i < len && !commit && key <= f_hi && to.push_frontier;
+    if (!__any_sync(kFullMask, commit || front)) continue;
+    if (commit) to.out[out_pos++] = beg + i;
+    if (front) to.frontier.Put(f_pos++, beg + i, key);
+    AggregatedCount(front, (key >> to.shift0) & 0x7FFu, to.hist);
   }
 }
 

@@ -15,6 +15,11 @@
 
 namespace topk::cuda {
 
+// 16-byte loads in flight per thread: the whole segment of a 16-rank row of
+// 128K in one step, and a 32K-key slice in four (one CTA per SM leaves the
+// registers for them).
+inline constexpr int kResidentLoadUnroll = 8;
+
 // Loads seg[0, len) into keys[0, len) (Key32 of each value), counts Coarse of
 // each non-NaN value into hist (zeroed by the caller, with a barrier since)
 // and publishes the segment's smallest key and its NaN flag in c. Every
@@ -24,7 +29,7 @@ __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, ui
                                                  uint32_t* hist, ResidentCounts* c) {
   unsigned nan = 0;
   uint32_t min_key = 0xFFFFFFFFu;
-  StreamRow<kB, 4>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
+  StreamRow<kB, kResidentLoadUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float x = Lane(v, j);

@@ -31,12 +31,14 @@ struct ResidentCounts {
   uint32_t gathered;     // rank 0: frontier entries pushed so far
   uint32_t pad;
 };
-// The row's counts over every rank (the rank's own copy).
+// The rank's own words: the row's counts over every rank, and the gather's
+// per-warp slots (committed, then frontier).
 struct ResidentTotals {
   uint32_t nan;
   uint32_t neg_min_key;
-  uint32_t pad[2];
+  uint32_t gather[2 * (kThreads / 32 + 1)];
 };
+static_assert(sizeof(ResidentTotals) % 16 == 0, "the slice stays 16-byte aligned");
 
 // The slice region's words: the rank's keys, or (rank 0, after the gather)
 // the next-level store, whichever is larger.

@@ -114,13 +114,14 @@ int64_t CudaResidentSliceKeys(int64_t max_width, int32_t cluster_size) {
   return (max_width + cluster_size - 1) / cluster_size;
 }
 
-// Enough ranks for the row to fit their slices; past that, as many as the
-// bucket's rows leave SMs for (M_cap x size <= SMs), up to the largest
-// cluster: few rows spread over many SMs, more rows still run in one wave.
+// Enough ranks for the row to fit their slices; past that, the largest
+// cluster whose M_cap clusters are resident at once (one wave): few rows
+// spread over many SMs, more rows keep a wave. Past one wave even at the
+// size the width needs, that size (the most rows in flight).
 int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& device,
                             const CudaSelectorConfig& config) {
   const planner::ResidentPolicy& r = planner::kResident;
-  if (config.resident_route < 0 || !config.enable_sampling || !device.resident_clusters ||
+  if (config.resident_route < 0 || !config.enable_sampling || device.resident_clusters[4] <= 0 ||
       shape.k > kCudaMaxFastK || shape.max_width > int64_t{r.max_cluster} * r.max_slice_keys) {
     return 0;
   }
@@ -130,14 +131,13 @@ int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& dev
        shape.max_rows > planner::kResidentRegion.max_rows)) {
     return 0;
   }
-  int need = 1;
-  while (int64_t{need} * r.max_slice_keys < shape.max_width) need <<= 1;
-  if (config.resident_cluster_size > 0) return std::max(need, config.resident_cluster_size);
-  int spread = 1;
-  while (spread < r.max_cluster && int64_t{2 * spread} * shape.max_rows <= device.sm_count) {
-    spread <<= 1;
+  int need = 0;  // log2 of the size
+  while ((int64_t{r.max_slice_keys} << need) < shape.max_width) ++need;
+  if (config.resident_cluster_size > 0) return std::max(1 << need, config.resident_cluster_size);
+  for (int size = 4; size > need; --size) {
+    if (shape.max_rows <= device.resident_clusters[size]) return 1 << size;
   }
-  return std::max(need, spread);
+  return 1 << need;
 }
 
 }  // namespace topk

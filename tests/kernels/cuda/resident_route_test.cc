@@ -43,7 +43,7 @@ class ResidentRouteTest : public CudaSelectorTest {
     c.resident_cluster_size = Requested();
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
-    if (!s.ok() || !(*s)->device_info().resident_clusters) return nullptr;
+    if (!s.ok() || (*s)->device_info().resident_clusters[4] <= 0) return nullptr;
     return std::move(*s);
   }
 

@@ -16,7 +16,10 @@ using topk::planner::kResidentRegion;
 
 CudaDeviceInfo ResidentH200() {
   CudaDeviceInfo d = testing::FakeH200WithClusters();
-  d.resident_clusters = true;
+  // The occupancy API's counts on the H200 (one CTA per SM; a cluster fits
+  // one GPC).
+  const int clusters[5] = {132, 66, 32, 16, 7};
+  for (int i = 0; i < 5; ++i) d.resident_clusters[i] = clusters[i];
   return d;
 }
 
@@ -48,14 +51,17 @@ TEST(CudaPlannerResidentTest, DecodeBucketsTakeTheRoute) {
 
 TEST(CudaPlannerResidentTest, ClusterSizeByWidthAndRows) {
   const CudaDeviceInfo d = ResidentH200();
-  // One row spreads over the largest cluster; 8 rows over 16 each (128 SMs).
+  // The largest cluster whose M_cap clusters are resident at once: one row
+  // over 16 CTAs, 8 rows over 8 each (7 clusters of 16 fit), 32 over 4.
   EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072).split, 16);
-  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).split, 16);
+  EXPECT_EQ(MustPlanOn(d, 2048, 7, 131072).split, 16);
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).split, 8);
   EXPECT_EQ(MustPlanOn(d, 2048, 16, 131072).split, 8);
   EXPECT_EQ(MustPlanOn(d, 2048, 32, 131072).split, 4);
-  // 64 rows of 128K: 4 ranks are what the width needs (32K keys each).
-  EXPECT_EQ(MustPlanOn(d, 2048, 64, 131072).split, 4);
   EXPECT_EQ(MustPlanOn(d, 2048, 64, 32768).split, 2);
+  // Past one wave: the size the width needs (32K keys a rank), the most rows
+  // in flight.
+  EXPECT_EQ(MustPlanOn(d, 2048, 64, 131072).split, 4);
   EXPECT_EQ(MustPlanOn(d, 512, 64, 262144).split, 8);
   // A requested size below what the width needs is raised to it.
   CudaSelectorConfig c;
