@@ -12,23 +12,10 @@
 #include "openssl/evp.h"
 #include "openssl/pem.h"
 #include "openssl/x509.h"
+#include "server/openssl_handles.h"
 
 namespace topk::server {
 namespace {
-
-// One owner per OpenSSL object.
-struct BioFree {
-  void operator()(BIO* bio) const { BIO_free(bio); }
-};
-struct X509Free {
-  void operator()(X509* cert) const { X509_free(cert); }
-};
-struct KeyFree {
-  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-};
-using Bio = std::unique_ptr<BIO, BioFree>;
-using Certificate = std::unique_ptr<X509, X509Free>;
-using PrivateKey = std::unique_ptr<EVP_PKEY, KeyFree>;
 
 absl::StatusOr<std::string> ReadWhole(const std::string& path, absl::string_view flag) {
   std::ifstream in(path, std::ios::binary);

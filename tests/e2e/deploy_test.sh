@@ -55,39 +55,48 @@ drain=$(sed -n 's/^ *- --drain_deadline=\([0-9]*\)s$/\1/p' "$deployment")
 grep -q '^kind: PodDisruptionBudget' "$k8s/pdb.yaml" || fail "no PodDisruptionBudget"
 grep -q -- '- pdb.yaml' "$k8s/kustomization.yaml" || fail "the PodDisruptionBudget is not deployed"
 
-# Mutual TLS and autoscaling (deploy/k8s): the Certificate's Secret is
-# mounted whole where the TLS flags point, /tmp is writable under the
-# read-only root (the watched copies), the probes present the pod's own
-# certificate, the HPA scales this Deployment (which leaves replicas to it)
-# on the metric the adapter rule makes of a series the server exports.
-python3 - "$src" <<'EOF2' || fail "deploy/k8s mutual TLS and autoscaling manifests"
+# The co-located form.
+colocated=$src/deploy/colocated
+bash -n "$colocated/run-local.sh" || fail "run-local.sh does not parse"
+[ -x "$colocated/run-local.sh" ] || fail "run-local.sh is not executable"
+grep -qF 'deploy/colocated' "$src/deploy/README.md" || fail "deploy/README.md does not link deploy/colocated"
+# The manifests, both forms. deploy/k8s's mutual TLS and autoscaling: the
+# Certificate's Secret is mounted whole where the TLS flags point, /tmp is
+# writable under the read-only root (the watched copies), the probes present
+# the pod's own certificate, the HPA scales this Deployment (which leaves
+# replicas to it) on the metric the adapter rule makes of a series the
+# server exports.
+python3 - "$src" <<'EOF' || fail "deploy manifests"
 import os, re, sys
 try:
     import yaml
 except ImportError:
-    print("deploy: PyYAML missing, deploy/k8s TLS and HPA checks skipped")
+    print("deploy: PyYAML missing, the YAML checks are skipped")
     sys.exit(0)
 src = sys.argv[1]
-k8s = os.path.join(src, "deploy", "k8s")
+form = ["deploy/k8s"]  # which form the checks below are on
 def fail(msg):
-    print("FAIL: deploy/k8s: " + msg)
+    print("FAIL: %s: %s" % (form[0], msg))
     sys.exit(1)
-def load_all(name):
-    with open(os.path.join(k8s, name)) as f:
+def load_all(path):
+    with open(path) as f:
         return [d for d in yaml.safe_load_all(f) if d is not None]
-resources = load_all("kustomization.yaml")[0]["resources"]
+k8s = os.path.join(src, "deploy", "k8s")
+def k8s_file(name):
+    return load_all(os.path.join(k8s, name))
+resources = k8s_file("kustomization.yaml")[0]["resources"]
 for name in ("certificate.yaml", "hpa.yaml"):
     if name not in resources:
         fail(name + " is not in the kustomization")
 if "prometheus-adapter-rules.yaml" in resources:
     fail("the adapter's rules belong to the adapter's configuration, not the kustomization")
-dep = load_all("deployment.yaml")[0]
+dep = k8s_file("deployment.yaml")[0]
 if "replicas" in dep["spec"]:
     fail("the Deployment sets replicas, which the HPA owns")
 pod = dep["spec"]["template"]["spec"]
 server = pod["containers"][0]
 flags = dict(a[2:].split("=", 1) for a in server["args"] if a.startswith("--") and "=" in a)
-certs = [d for d in load_all("certificate.yaml") if d["kind"] == "Certificate"]
+certs = [d for d in k8s_file("certificate.yaml") if d["kind"] == "Certificate"]
 server_cert = [c for c in certs if "server auth" in c["spec"].get("usages", [])]
 if len(server_cert) != 1:
     fail("expected one server Certificate")
@@ -117,44 +126,26 @@ for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
     if cmd[1:2] != ["health"] or "--tls_cert=%s/tls.crt" % root not in cmd or \
             "--tls_key=%s/tls.key" % root not in cmd or server[kind].get("timeoutSeconds", 1) < 6:
         fail(kind + " is not topk-cli health with the pod's certificate and a timeout over 5 s")
-hpa = load_all("hpa.yaml")[0]
+hpa = k8s_file("hpa.yaml")[0]
 ref = hpa["spec"]["scaleTargetRef"]
 if ref["kind"] != "Deployment" or ref["name"] != dep["metadata"]["name"]:
     fail("the HPA does not scale " + dep["metadata"]["name"])
 if hpa["spec"]["minReplicas"] < 2:
     fail("minReplicas below 2: the PodDisruptionBudget could never evict")
 metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
-rule = [r for r in load_all("prometheus-adapter-rules.yaml")[0]["rules"] if r["name"]["as"] == metric]
+rule = [r for r in k8s_file("prometheus-adapter-rules.yaml")[0]["rules"] if r["name"]["as"] == metric]
 if len(rule) != 1:
     fail("no adapter rule serves " + metric)
 series = re.match(r"(\w+)\{", rule[0]["seriesQuery"]).group(1)
-for where in ("server/transport/metrics.cc", "docs/service.md"):
-    with open(os.path.join(src, where)) as f:
+for named_in in ("server/transport/metrics.cc", "docs/service.md"):
+    with open(os.path.join(src, named_in)) as f:
         text = f.read()
     if '"%s"' % series not in text and "`%s" % series not in text:
-        fail(series + " is not in " + where)
+        fail(series + " is not in " + named_in)
 print("deploy: k8s mutual TLS (Secret at %s) and HPA on %s <- %s ok" % (root, metric, series))
-EOF2
 
-# The co-located form.
-colocated=$src/deploy/colocated
-bash -n "$colocated/run-local.sh" || fail "run-local.sh does not parse"
-[ -x "$colocated/run-local.sh" ] || fail "run-local.sh is not executable"
-grep -qF 'deploy/colocated' "$src/deploy/README.md" || fail "deploy/README.md does not link deploy/colocated"
-python3 - "$colocated" <<'EOF' || fail "deploy/colocated manifests"
-import os, re, sys
-try:
-    import yaml
-except ImportError:
-    print("deploy: PyYAML missing, deploy/colocated YAML checks skipped")
-    sys.exit(0)
-root = sys.argv[1]
-def fail(msg):
-    print("FAIL: deploy/colocated: " + msg)
-    sys.exit(1)
-def load_all(path):
-    with open(path) as f:
-        return [d for d in yaml.safe_load_all(f) if d is not None]
+form[0] = "deploy/colocated"
+root = os.path.join(src, "deploy", "colocated")
 def drain_s(args):
     for a in args:
         m = re.fullmatch(r"--drain_deadline=(\d+)s", a)

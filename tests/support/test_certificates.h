@@ -18,6 +18,7 @@
 #include "openssl/rand.h"
 #include "openssl/x509.h"
 #include "openssl/x509v3.h"
+#include "server/openssl_handles.h"
 #include "topk/client/client.h"
 
 namespace topk::server::test {
@@ -41,7 +42,7 @@ class TestCa {
   // and a client, valid from now + not_before to now + not_after.
   TestKeyPair Issue(const std::string& common_name, absl::Duration not_before = -absl::Hours(1),
                     absl::Duration not_after = absl::Hours(24)) const {
-    Key key = NewKey();
+    PrivateKey key = NewKey();
     Certificate cert =
         NewCertificate(common_name, key.get(), cert_.get(), key_.get(), not_before, not_after,
                        "critical,CA:FALSE", "critical,digitalSignature,keyAgreement",
@@ -55,20 +56,8 @@ class TestCa {
   }
 
  private:
-  struct KeyFree {
-    void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
-  };
-  struct X509Free {
-    void operator()(X509* cert) const { X509_free(cert); }
-  };
-  struct BioFree {
-    void operator()(BIO* bio) const { BIO_free(bio); }
-  };
-  using Key = std::unique_ptr<EVP_PKEY, KeyFree>;
-  using Certificate = std::unique_ptr<X509, X509Free>;
-
-  static Key NewKey() {
-    Key key(EVP_EC_gen("P-256"));
+  static PrivateKey NewKey() {
+    PrivateKey key(EVP_EC_gen("P-256"));
     EXPECT_NE(key, nullptr) << "EVP_EC_gen failed";
     return key;
   }
@@ -118,7 +107,7 @@ class TestCa {
 
   template <typename Write>
   static std::string Pem(Write write) {
-    std::unique_ptr<BIO, BioFree> bio(BIO_new(BIO_s_mem()));
+    Bio bio(BIO_new(BIO_s_mem()));
     EXPECT_EQ(write(bio.get()), 1);
     char* data = nullptr;
     const long bytes = BIO_get_mem_data(bio.get(), &data);
@@ -133,7 +122,7 @@ class TestCa {
     });
   }
 
-  Key key_;
+  PrivateKey key_;
   Certificate cert_;
 };
 
