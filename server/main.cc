@@ -46,6 +46,13 @@ ABSL_FLAG(std::string, metrics_listen, Defaults().metrics_listen,
 ABSL_FLAG(std::string, tls_cert, Defaults().tls_cert,
           "PEM certificate chain; with --tls_key enables TLS");
 ABSL_FLAG(std::string, tls_key, Defaults().tls_key, "PEM private key; with --tls_cert enables TLS");
+ABSL_FLAG(std::string, tls_client_ca, Defaults().tls_client_ca,
+          "PEM bundle of the roots client certificates must chain to: every TCP listener then "
+          "requires and verifies a client certificate (mutual TLS; unix sockets do not); needs "
+          "--tls_cert and --tls_key");
+ABSL_FLAG(absl::Duration, tls_reload_interval, Defaults().tls_reload_interval,
+          "how often the TLS files are re-read: new files serve new handshakes within this + 1s, "
+          "a set that does not check out is logged and the one in service kept; at least 1s");
 ABSL_FLAG(std::string, backend, Defaults().backends.backend,
           "auto | cuda | cpu (auto: CUDA when a GPU is usable)");
 ABSL_FLAG(std::string, cuda_devices, absl::StrJoin(Defaults().backends.cuda_devices, ","),
@@ -275,6 +282,8 @@ int main(int argc, char** argv) {
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  options.tls_reload_interval = absl::GetFlag(FLAGS_tls_reload_interval);
   options.max_recv_message_bytes = absl::GetFlag(FLAGS_max_recv_message_bytes);
   options.max_send_message_bytes = absl::GetFlag(FLAGS_max_send_message_bytes);
   options.keepalive_time_ms = absl::GetFlag(FLAGS_keepalive_time_ms);

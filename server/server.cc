@@ -5,11 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <functional>
 #include <limits>
 #include <new>
-#include <sstream>
 #include <stdexcept>
 
 #include "absl/memory/memory.h"
@@ -24,6 +22,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "prometheus/exposer.h"
 #include "server/process_tuning.h"
+#include "server/tls_credentials.h"
 #include "server/transport/service.h"
 #include "spdlog/spdlog.h"
 
@@ -33,25 +32,6 @@
 
 namespace topk::server {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, absl::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// A PEM file must hold at least one block of the expected kind; gRPC would
-// only fail later, as "cannot listen".
-absl::Status CheckPem(const std::string& text, absl::string_view block, absl::string_view flag,
-                      const std::string& path) {
-  if (!absl::StrContains(text, "-----BEGIN ") || !absl::StrContains(text, block)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, "=", path, ": not a PEM file with a ", block, " block"));
-  }
-  return absl::OkStatus();
-}
 
 // "host:port", "[v6]:port" or "unix:path": the port must be 0..65535 (gRPC
 // would take 99999 modulo 65536 without a word).
@@ -77,27 +57,22 @@ int64_t PhysicalMemoryBytes() {
 
 std::string GiB(long double bytes) { return absl::StrCat(static_cast<double>(bytes / (1 << 30))); }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& options) {
+// TLS when --tls_cert and --tls_key are set (checked and watched for
+// rotation: tls_credentials.h); nullptr for plaintext.
+absl::StatusOr<std::unique_ptr<ServerTlsCredentials>> Tls(const ServerOptions& options) {
   if (options.tls_cert.empty() && options.tls_key.empty()) {
-    return grpc::InsecureServerCredentials();
+    if (!options.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError(
+          "--tls_client_ca needs --tls_cert and --tls_key (mutual TLS is TLS first)");
+    }
+    return nullptr;
   }
   if (options.tls_cert.empty() || options.tls_key.empty()) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
   }
-  absl::StatusOr<std::string> cert = ReadFile(options.tls_cert, "--tls_cert");
-  if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadFile(options.tls_key, "--tls_key");
-  if (!key.ok()) return key.status();
-  if (absl::Status s = CheckPem(*cert, "CERTIFICATE-----", "--tls_cert", options.tls_cert);
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = CheckPem(*key, "PRIVATE KEY-----", "--tls_key", options.tls_key); !s.ok()) {
-    return s;
-  }
-  grpc::SslServerCredentialsOptions ssl;
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
-  return grpc::SslServerCredentials(ssl);
+  return ServerTlsCredentials::Create(
+      {.cert = options.tls_cert, .key = options.tls_key, .client_ca = options.tls_client_ca},
+      options.tls_reload_interval);
 }
 
 void SetIntArg(grpc::ServerBuilder& builder, const char* name, int64_t value) {
@@ -281,8 +256,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     server->channels_ = std::make_unique<ChannelRegistry>(server->engine_.get(), options.channels);
   }
 
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
-  if (!credentials.ok()) return credentials.status();
+  absl::StatusOr<std::unique_ptr<ServerTlsCredentials>> tls = Tls(options);
+  if (!tls.ok()) return tls.status();
+  server->tls_ = *std::move(tls);
+  // A unix socket is governed by its file permissions: TLS when TLS is on,
+  // but no client certificate asked for there.
+  const auto credentials_for = [&server](absl::string_view address) {
+    if (server->tls_ == nullptr) return grpc::InsecureServerCredentials();
+    return absl::StartsWith(address, "unix:") ? server->tls_->local() : server->tls_->network();
+  };
 
   Server* raw = server.get();
   CallLimits call_limits = options.calls;
@@ -311,7 +293,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   const std::vector<std::string> addresses = absl::StrSplit(options.listen, ',', absl::SkipEmpty());
   std::vector<int> bound_ports(addresses.size(), 0);
   for (size_t i = 0; i < addresses.size(); ++i) {
-    builder.AddListeningPort(addresses[i], *credentials, &bound_ports[i]);
+    builder.AddListeningPort(addresses[i], credentials_for(addresses[i]), &bound_ports[i]);
   }
   // One server per port: with SO_REUSEPORT a second server would start on a
   // busy port and silently take part of its traffic.
@@ -367,7 +349,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   LogStartupSummary(options, eng);
   spdlog::info("topk-server {} listening on {} ({} backend, {} device(s), {})", TOPK_VERSION,
                server->address(), eng.backend_name(), eng.devices().size(),
-               options.tls_cert.empty() ? "plaintext" : "TLS");
+               server->tls_ == nullptr                        ? "plaintext"
+               : server->tls_->requires_client_certificates() ? "mutual TLS on TCP"
+                                                              : "TLS");
   return server;
 }
 

@@ -28,6 +28,7 @@ class Exposer;
 namespace topk::server {
 
 class TopKService;
+class ServerTlsCredentials;
 
 // The defaults are the product's: topk-server's flags take theirs from here
 // (and from BackendOptions, EngineOptions and RequestLimits).
@@ -41,6 +42,15 @@ struct ServerOptions {
   // PEM files; both set: TLS, neither: plaintext.
   std::string tls_cert;
   std::string tls_key;
+  // PEM bundle of the roots client certificates must chain to: set, every
+  // TCP listener requires and verifies a client certificate at the
+  // handshake (mutual TLS); unix sockets do not (their file permissions
+  // govern them). Needs tls_cert and tls_key.
+  std::string tls_client_ca;
+  // How often the three TLS files are re-read: a changed set that checks
+  // out serves new handshakes within this + 1 s (open connections keep
+  // theirs); one that does not is logged and the set in service kept.
+  absl::Duration tls_reload_interval = absl::Seconds(10);
   int64_t max_recv_message_bytes = int64_t{64} << 20;
   // Holds the inline answer to a full request: max_rows x max_k x 4 bytes of
   // indices, 64 MiB at the defaults (with values about twice that: such a
@@ -135,6 +145,8 @@ class Server {
   std::unique_ptr<ChannelRegistry> channels_;
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<TopKService> service_;
+  // Outlives the gRPC server whose listeners use it.
+  std::unique_ptr<ServerTlsCredentials> tls_;
   std::unique_ptr<grpc::Server> grpc_server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
 };

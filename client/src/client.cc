@@ -5,6 +5,8 @@
 #include <cctype>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <thread>
 
@@ -118,15 +120,48 @@ absl::StatusOr<SelectResult> DecodeReferenceResponse(const v1::SelectResponse& r
   return result;
 }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials;
-  if (options.tls) {
-    grpc::SslCredentialsOptions ssl;
-    ssl.pem_root_certs = options.root_certs_pem;
-    credentials = grpc::SslCredentials(ssl);
-  } else {
-    credentials = grpc::InsecureChannelCredentials();
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const ClientOptions& options) {
+  if (!options.tls) return grpc::InsecureChannelCredentials();
+  if (options.client_cert_pem.empty() != options.client_key_pem.empty()) {
+    return absl::InvalidArgumentError(
+        "the client certificate and its private key go together (set both or neither)");
   }
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.root_certs_pem;
+  ssl.pem_cert_chain = options.client_cert_pem;
+  ssl.pem_private_key = options.client_key_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+absl::Status ReadTlsFiles(const std::string& roots_path, const std::string& cert_path,
+                          const std::string& key_path, ClientOptions& options,
+                          const TlsFlagNames& flags) {
+  const struct {
+    const std::string& path;
+    const char* flag;
+    std::string& into;
+  } files[] = {{roots_path, flags.roots, options.root_certs_pem},
+               {cert_path, flags.cert, options.client_cert_pem},
+               {key_path, flags.key, options.client_key_pem}};
+  for (const auto& file : files) {
+    if (file.path.empty()) continue;
+    std::ifstream in(file.path, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(file.flag, ": cannot read ", file.path));
+    file.into.assign(std::istreambuf_iterator<char>(in), {});
+    options.tls = true;
+  }
+  if (cert_path.empty() != key_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flags.cert, " and ", flags.key, " go together (the client's certificate)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> made = ChannelCredentials(options);
+  if (!made.ok()) return made.status();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = *std::move(made);
   grpc::ChannelArguments args;
   auto limit = [&](int64_t bytes) {
     return static_cast<int>(std::clamp<int64_t>(bytes > 0 ? bytes : options.max_message_bytes, 0,

@@ -1,7 +1,5 @@
 #include "load_connections.h"
 
-#include <fstream>
-#include <iterator>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -16,17 +14,15 @@ absl::StatusOr<std::vector<std::unique_ptr<client::Client>>> OpenConnections(
   if (spec.count < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--connections=", spec.count, ": at least 1"));
   }
-  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (spec.tls || !spec.tls_ca_path.empty()) {
-    grpc::SslCredentialsOptions ssl;
-    if (!spec.tls_ca_path.empty()) {
-      std::ifstream in(spec.tls_ca_path);
-      if (!in) return absl::NotFoundError(absl::StrCat("--tls_ca: cannot read ", spec.tls_ca_path));
-      ssl.pem_root_certs.assign(std::istreambuf_iterator<char>(in),
-                                std::istreambuf_iterator<char>());
-    }
-    credentials = grpc::SslCredentials(ssl);
+  client::ClientOptions tls{.tls = spec.tls};
+  if (absl::Status read = client::ReadTlsFiles(spec.tls_ca_path, spec.tls_cert_path,
+                                               spec.tls_key_path, tls, {.roots = "--tls_ca"});
+      !read.ok()) {
+    return read;
   }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> made = client::ChannelCredentials(tls);
+  if (!made.ok()) return made.status();
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = *std::move(made);
   std::vector<std::unique_ptr<client::Client>> clients;
   for (int c = 0; c < spec.count; ++c) {
     grpc::ChannelArguments args;

@@ -19,6 +19,9 @@ struct ConnectionSpec {
   bool tls = false;
   std::string tls_ca_path;      // PEM roots; empty: the system roots
   std::string tls_server_name;  // name checked in the server certificate, if not the target's
+  // The client's certificate chain and key (PEM files) for mutual TLS.
+  std::string tls_cert_path;
+  std::string tls_key_path;
 };
 
 absl::StatusOr<std::vector<std::unique_ptr<client::Client>>> OpenConnections(

@@ -25,6 +25,12 @@
 ABSL_FLAG(std::string, target, topk::client::ClientOptions{}.target, "server host:port");
 ABSL_FLAG(bool, tls, false, "use TLS (system roots unless --tls_roots)");
 ABSL_FLAG(std::string, tls_roots, "", "PEM file of root certificates");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of this client, for a server that requires one (mutual TLS; "
+          "with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (mutual TLS)");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "the name checked in the server certificate, if not the target's host");
 ABSL_FLAG(int, k, 2048, "K");
 ABSL_FLAG(std::string, input, "", "TOPKROWS file to send (select, replay)");
 ABSL_FLAG(std::string, save, "", "select: also save the sent rows to this TOPKROWS file");
@@ -81,7 +87,8 @@ const std::vector<Command>& Commands() {
   return *commands;
 }
 
-constexpr const char* kConnectionFlags[] = {"target", "tls", "tls_roots"};
+constexpr const char* kConnectionFlags[] = {"target",   "tls",     "tls_roots",
+                                            "tls_cert", "tls_key", "tls_server_name"};
 
 std::string CommandNames() {
   std::vector<std::string> names;
@@ -166,10 +173,13 @@ absl::StatusOr<topk::tools::PackedRows> LoadOrGenerate() {
 
 absl::StatusOr<std::unique_ptr<Client>> Connect() {
   topk::client::ClientOptions options{.target = absl::GetFlag(FLAGS_target),
-                                      .tls = absl::GetFlag(FLAGS_tls)};
-  if (!absl::GetFlag(FLAGS_tls_roots).empty()) {
-    std::ifstream in(absl::GetFlag(FLAGS_tls_roots));
-    options.root_certs_pem.assign(std::istreambuf_iterator<char>(in), {});
+                                      .tls = absl::GetFlag(FLAGS_tls),
+                                      .tls_server_name = absl::GetFlag(FLAGS_tls_server_name)};
+  if (absl::Status read =
+          topk::client::ReadTlsFiles(absl::GetFlag(FLAGS_tls_roots), absl::GetFlag(FLAGS_tls_cert),
+                                     absl::GetFlag(FLAGS_tls_key), options);
+      !read.ok()) {
+    return read;
   }
   return Client::Connect(options);
 }

@@ -73,6 +73,10 @@ ABSL_FLAG(double, wait_for_serving_s, 30,
           "seconds to wait for the server to report SERVING before the first step");
 ABSL_FLAG(bool, tls, false, "TLS with the system roots (or --tls_ca)");
 ABSL_FLAG(std::string, tls_ca, "", "PEM file of the roots that sign the server certificate (TLS)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of this client, for a server that requires one (mutual TLS; "
+          "with --tls_key)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (mutual TLS)");
 ABSL_FLAG(std::string, tls_server_name, "",
           "name checked in the server certificate when it is not the target's host");
 ABSL_FLAG(int, max_outstanding, 256, "open loop: most requests in flight before dropping");
@@ -302,7 +306,9 @@ int main(int argc, char** argv) {
                                     .count = connections,
                                     .tls = absl::GetFlag(FLAGS_tls),
                                     .tls_ca_path = absl::GetFlag(FLAGS_tls_ca),
-                                    .tls_server_name = absl::GetFlag(FLAGS_tls_server_name)});
+                                    .tls_server_name = absl::GetFlag(FLAGS_tls_server_name),
+                                    .tls_cert_path = absl::GetFlag(FLAGS_tls_cert),
+                                    .tls_key_path = absl::GetFlag(FLAGS_tls_key)});
   if (!opened.ok()) return Fail(opened.status());
   std::vector<std::unique_ptr<Client>> clients = *std::move(opened);
   if (absl::Status s =
@@ -396,6 +402,7 @@ int main(int argc, char** argv) {
       {"command_line", command_line},
       {"target", absl::GetFlag(FLAGS_target)},
       {"tls", absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() ? "true" : "false"},
+      {"tls_client_certificate", absl::GetFlag(FLAGS_tls_cert).empty() ? "false" : "true"},
       {"connections", absl::StrCat(connections)},
       {"transport", absl::GetFlag(FLAGS_transport)},
       {"dtype", absl::GetFlag(FLAGS_dtype)},

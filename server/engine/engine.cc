@@ -181,6 +181,8 @@ std::vector<EngineDevice> Engine::devices() const {
       device.backend.graph_replays += counters.graph_replays;
     }
     device.batches = slot->state.batches.Sample();
+    device.saturation = slot->state.busy.Fraction(SteadyNowUs(), device.workers);
+    device.busy_us = slot->state.busy.total_busy_us();
     out.push_back(std::move(device));
   }
   return out;

@@ -51,6 +51,10 @@ struct EngineDevice {
   int64_t plan_cache_misses = 0;
   BackendCounters backend;  // summed over the device's workers
   BatchSizeCounts batches;  // requests per backend call
+  // The workers' mean busy fraction over the last ~10 s (BusyWindow), and
+  // their busy time in all.
+  double saturation = 0;
+  int64_t busy_us = 0;
 };
 
 class Engine {

@@ -67,7 +67,9 @@ void Worker::Loop() {
   while (TakeBatch()) {
     const auto jobs = static_cast<int64_t>(batch_.size());
     device_->serving.fetch_add(1, std::memory_order_relaxed);
+    const int64_t start_us = SteadyNowUs();
     ServeBatch();
+    device_->busy.AddBusy(start_us, SteadyNowUs());
     device_->serving.fetch_sub(1, std::memory_order_relaxed);
     device_->in_flight.fetch_sub(jobs, std::memory_order_relaxed);
   }

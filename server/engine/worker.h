@@ -16,6 +16,7 @@
 #include "server/backends/backend.h"
 #include "server/engine/batch_sizes.h"
 #include "server/engine/bounded_queue.h"
+#include "server/engine/busy_window.h"
 #include "server/engine/plan_cache.h"
 #include "server/engine/select_job.h"
 
@@ -39,6 +40,8 @@ struct DeviceState {
   // requests are arriving together, so waiting for batch-mates pays.
   std::atomic<int64_t> last_batch_jobs{0};
   BatchSizes batches;
+  // How busy the workers have been lately (the saturation metric).
+  BusyWindow busy;
   // Held by the worker gathering a batch (coalescing only).
   absl::Mutex gather_turn;
   // Where a job goes that this device can no longer serve (another usable

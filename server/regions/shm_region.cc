@@ -10,6 +10,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "openssl/evp.h"
 #include "server/regions/shm_guard.h"
@@ -110,11 +111,20 @@ absl::StatusOr<std::unique_ptr<Region>> OpenShmRegion(const std::string& shm_nam
                                                       uint64_t byte_size,
                                                       absl::string_view ownership_proof) {
   // A name with a second '/' would address a path, not a shared-memory
-  // object; an empty one or a bare "/" addresses nothing.
+  // object; an empty one or a bare "/" addresses nothing; "/." and "/.."
+  // name directories. shm_open() stops at a NUL byte, so "/obj\0cd" would
+  // open (and a Select write into) "/obj": refused, and the message shows
+  // the name escaped, the NUL as "\x00", rather than cut where C would cut it.
   if (shm_name.size() < 2 || shm_name.size() > 255 || shm_name[0] != '/' ||
-      shm_name.find('/', 1) != std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shm.shm_name: '", shm_name, "' is not a shared-memory name (\"/name\", no other '/')"));
+      shm_name.find('/', 1) != std::string::npos || shm_name == "/." || shm_name == "/..") {
+    return absl::InvalidArgumentError(absl::StrCat("shm.shm_name: '", absl::CHexEscape(shm_name),
+                                                   "' is not a shared-memory name (\"/name\", no "
+                                                   "other '/', not \".\" or \"..\")"));
+  }
+  if (shm_name.find('\0') != std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shm.shm_name: '", absl::CHexEscape(shm_name), "' holds a NUL byte at ",
+                     shm_name.find('\0'), " (a shared-memory name ends at the first NUL)"));
   }
   if (byte_size == 0) {
     return absl::InvalidArgumentError("shm.byte_size: must be > 0");

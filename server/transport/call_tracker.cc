@@ -32,17 +32,25 @@ CallTracker::~CallTracker() {
   watchdog_.join();
 }
 
+bool CallTracker::WithinDrainGraceLocked(int64_t message_bytes) const {
+  if (!draining()) return true;
+  const absl::Duration since = absl::Now() - drain_start_;
+  const bool held_by_grpc = since <= limits_.drain_dispatch_grace;
+  const bool upload =
+      message_bytes >= limits_.drain_upload_min_bytes && since <= limits_.drain_upload_grace;
+  return held_by_grpc || upload;
+}
+
 absl::Status CallTracker::BeginCall(int64_t message_bytes) {
   absl::MutexLock lock(&mu_);
-  if (draining()) {
-    const absl::Duration since = absl::Now() - drain_start_;
-    const bool held_by_grpc = since <= limits_.drain_dispatch_grace;
-    const bool upload =
-        message_bytes >= limits_.drain_upload_min_bytes && since <= limits_.drain_upload_grace;
-    if (!held_by_grpc && !upload) return ShuttingDown();
-  }
+  if (!WithinDrainGraceLocked(message_bytes)) return ShuttingDown();
   ++calls_;
   return absl::OkStatus();
+}
+
+absl::Status CallTracker::AdmitStreamedRequest(int64_t message_bytes) const {
+  absl::MutexLock lock(&mu_);
+  return WithinDrainGraceLocked(message_bytes) ? absl::OkStatus() : ShuttingDown();
 }
 
 void CallTracker::EndCall() {
@@ -52,7 +60,10 @@ void CallTracker::EndCall() {
 
 absl::Status CallTracker::BeginStream(TrackedStream* stream) {
   absl::MutexLock lock(&mu_);
-  if (draining()) return ShuttingDown();
+  // A stream the client opened before the drain can reach its handler after
+  // it, as a unary call can: the same dispatch grace (its first message's
+  // size is not known yet, so no upload grace).
+  if (!WithinDrainGraceLocked(0)) return ShuttingDown();
   if (limits_.max_streams > 0 && static_cast<int64_t>(streams_.size()) >= limits_.max_streams) {
     return absl::ResourceExhaustedError(
         absl::StrCat("too many open streams (--max_streams = ", limits_.max_streams,

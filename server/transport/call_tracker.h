@@ -76,13 +76,20 @@ class CallTracker {
   CallTracker& operator=(const CallTracker&) = delete;
 
   // A unary call with a message of `message_bytes` starts: UNAVAILABLE while
-  // draining (but see drain_dispatch_grace and drain_upload_grace). Every OK is matched by one
-  // EndCall().
+  // draining (but see drain_dispatch_grace and drain_upload_grace). Every OK
+  // is matched by one EndCall().
   absl::Status BeginCall(int64_t message_bytes);
   void EndCall();
 
-  // A stream starts: UNAVAILABLE while draining, RESOURCE_EXHAUSTED at
-  // max_streams. Every OK is matched by one EndStream(stream).
+  // A request read from a stream already admitted (SelectPipeline: one
+  // stream, many requests): UNAVAILABLE while draining past the grace a
+  // unary call of `message_bytes` gets; holds nothing (the stream keeps the
+  // drain waiting until its requests are answered).
+  absl::Status AdmitStreamedRequest(int64_t message_bytes) const;
+
+  // A stream starts: UNAVAILABLE while draining (past drain_dispatch_grace),
+  // RESOURCE_EXHAUSTED at max_streams. Every OK is matched by one
+  // EndStream(stream).
   absl::Status BeginStream(TrackedStream* stream);
   void EndStream(TrackedStream* stream);
 
@@ -106,6 +113,9 @@ class CallTracker {
   const CallLimits& limits() const { return limits_; }
 
  private:
+  // Not draining, or within the grace a call of `message_bytes` that
+  // reached its handler now gets (drain_dispatch_grace, drain_upload_grace).
+  bool WithinDrainGraceLocked(int64_t message_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Watch();
   void ExpireIdleStreams(absl::Time now);
   void ReleaseMemoryAfterBurst(absl::Time now);

@@ -100,7 +100,7 @@ std::string DeviceLabel(const EngineDevice& device) {
 void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
                           std::vector<prometheus::MetricFamily>& families) {
   using prometheus::MetricType;
-  constexpr size_t kDeviceFamilies = 10;
+  constexpr size_t kDeviceFamilies = 12;
   families.reserve(families.size() + kDeviceFamilies);  // the pointers below stay valid
   auto family = [&](const char* name, const char* help, MetricType type) {
     families.push_back({.name = name, .help = help, .type = type, .metric = {}});
@@ -114,6 +114,13 @@ void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
                         MetricType::Gauge);
   auto* running =
       family("topk_device_in_flight", "Requests on the device's workers", MetricType::Gauge);
+  auto* saturation = family("topk_device_saturation",
+                            "Mean busy fraction of the device's workers (0..1) over the last ~10 s "
+                            "(exponentially weighted): the autoscaling signal",
+                            MetricType::Gauge);
+  auto* busy =
+      family("topk_device_busy_seconds_total",
+             "Worker-seconds the device's workers spent serving batches", MetricType::Counter);
   auto* memory = family("topk_device_memory_used_bytes",
                         "Device memory in use (every process; GPUs only)", MetricType::Gauge);
   auto* total =
@@ -142,6 +149,9 @@ void AppendDeviceFamilies(const std::vector<EngineDevice>& devices,
         Sample(static_cast<double>(device.queue_depth), {{"device", id}}, MetricType::Gauge));
     running->push_back(
         Sample(static_cast<double>(device.in_flight), {{"device", id}}, MetricType::Gauge));
+    saturation->push_back(Sample(device.saturation, {{"device", id}}, MetricType::Gauge));
+    busy->push_back(
+        Sample(static_cast<double>(device.busy_us) * 1e-6, {{"device", id}}, MetricType::Counter));
     if (device.memory_used_bytes >= 0) {
       memory->push_back(Sample(static_cast<double>(device.memory_used_bytes), {{"device", id}},
                                MetricType::Gauge));

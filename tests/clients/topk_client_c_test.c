@@ -35,6 +35,23 @@ int main(void) {
   topk_rpc_client_open(&options, &client, small, sizeof small);
   expect("truncated", (int32_t)strlen(small), 7, small, "options");
 
+  /* TLS: the client's certificate without its key (or the other way) is
+   * refused before any channel exists; with both, or neither, it opens. */
+  topk_rpc_client_options tls_target = {.target = "127.0.0.1:1"};
+  topk_rpc_tls_options tls = {.cert_chain_pem = "-----BEGIN CERTIFICATE-----"};
+  expect("tls cert without key",
+         topk_rpc_client_open_tls(&tls_target, &tls, &client, message, sizeof message),
+         TOPK_RPC_INVALID_ARGUMENT, message, "tls.private_key_pem: NULL or empty");
+  tls = (topk_rpc_tls_options){.private_key_pem = "-----BEGIN PRIVATE KEY-----"};
+  expect("tls key without cert",
+         topk_rpc_client_open_tls(&tls_target, &tls, &client, message, sizeof message),
+         TOPK_RPC_INVALID_ARGUMENT, message, "tls.cert_chain_pem: NULL or empty");
+  tls = (topk_rpc_tls_options){.server_name = "localhost"};
+  expect("tls open", topk_rpc_client_open_tls(&tls_target, &tls, &client, message, sizeof message),
+         TOPK_RPC_OK, "", "");
+  topk_rpc_client_close(client);
+  client = NULL;
+
   /* Nothing listens on port 1: the channel opens (lazily), a call fails. */
   options.target = "127.0.0.1:1";
   expect("open", topk_rpc_client_open(&options, &client, message, sizeof message), TOPK_RPC_OK, "",

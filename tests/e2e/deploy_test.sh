@@ -12,7 +12,9 @@
 # the server runs --backend=cuda --enable_regions on the shared socket, grace
 # periods cover the drain; run-local.sh passes bash -n and, without MPS
 # (TOPK_MPS=0), brings the given server up on a unix socket, prints the
-# exports and cleans up on SIGTERM.
+# exports and cleans up on SIGTERM. deploy/k8s's mutual TLS (cert-manager
+# Certificate, the Secret mounted where the TLS flags point, probes with the
+# pod's certificate) and its HPA on the saturation metric agree.
 # Usage: deploy_test.sh SOURCE_DIR TOPK_SERVER TOPK_CLI [BINARY...]
 set -euo pipefail
 src=$1; shift
@@ -58,20 +60,92 @@ colocated=$src/deploy/colocated
 bash -n "$colocated/run-local.sh" || fail "run-local.sh does not parse"
 [ -x "$colocated/run-local.sh" ] || fail "run-local.sh is not executable"
 grep -qF 'deploy/colocated' "$src/deploy/README.md" || fail "deploy/README.md does not link deploy/colocated"
-python3 - "$colocated" <<'EOF' || fail "deploy/colocated manifests"
+# The manifests, both forms. deploy/k8s's mutual TLS and autoscaling: the
+# Certificate's Secret is mounted whole where the TLS flags point, /tmp is
+# writable under the read-only root (the watched copies), the probes present
+# the pod's own certificate, the HPA scales this Deployment (which leaves
+# replicas to it) on the metric the adapter rule makes of a series the
+# server exports.
+python3 - "$src" <<'EOF' || fail "deploy manifests"
 import os, re, sys
 try:
     import yaml
 except ImportError:
-    print("deploy: PyYAML missing, deploy/colocated YAML checks skipped")
+    print("deploy: PyYAML missing, the YAML checks are skipped")
     sys.exit(0)
-root = sys.argv[1]
+src = sys.argv[1]
+form = ["deploy/k8s"]  # which form the checks below are on
 def fail(msg):
-    print("FAIL: deploy/colocated: " + msg)
+    print("FAIL: %s: %s" % (form[0], msg))
     sys.exit(1)
 def load_all(path):
     with open(path) as f:
         return [d for d in yaml.safe_load_all(f) if d is not None]
+k8s = os.path.join(src, "deploy", "k8s")
+def k8s_file(name):
+    return load_all(os.path.join(k8s, name))
+resources = k8s_file("kustomization.yaml")[0]["resources"]
+for name in ("certificate.yaml", "hpa.yaml"):
+    if name not in resources:
+        fail(name + " is not in the kustomization")
+if "prometheus-adapter-rules.yaml" in resources:
+    fail("the adapter's rules belong to the adapter's configuration, not the kustomization")
+dep = k8s_file("deployment.yaml")[0]
+if "replicas" in dep["spec"]:
+    fail("the Deployment sets replicas, which the HPA owns")
+pod = dep["spec"]["template"]["spec"]
+server = pod["containers"][0]
+flags = dict(a[2:].split("=", 1) for a in server["args"] if a.startswith("--") and "=" in a)
+certs = [d for d in k8s_file("certificate.yaml") if d["kind"] == "Certificate"]
+server_cert = [c for c in certs if "server auth" in c["spec"].get("usages", [])]
+if len(server_cert) != 1:
+    fail("expected one server Certificate")
+server_cert = server_cert[0]["spec"]
+if "client auth" not in server_cert["usages"]:
+    fail("the server Certificate lacks client auth, which its probes present")
+volume = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == server_cert["secretName"]]
+if len(volume) != 1:
+    fail("the Certificate's Secret " + server_cert["secretName"] + " is not a volume")
+mount = [m for m in server["volumeMounts"] if m["name"] == volume[0]["name"]]
+if len(mount) != 1 or "subPath" in mount[0]:
+    fail("the TLS Secret must be mounted whole (a subPath mount is never updated)")
+root = mount[0]["mountPath"]
+want = {"tls_cert": "tls.crt", "tls_key": "tls.key", "tls_client_ca": "ca.crt"}
+for flag, key in want.items():
+    if flags.get(flag) != root + "/" + key:
+        fail("--%s should be %s/%s, is %s" % (flag, root, key, flags.get(flag)))
+if not re.fullmatch(r"\d+s", flags.get("tls_reload_interval", "")):
+    fail("no --tls_reload_interval=Ns")
+if server["securityContext"].get("readOnlyRootFilesystem"):
+    tmp = [m for m in server["volumeMounts"] if m["mountPath"] == "/tmp"]
+    envs = {e["name"] for e in server.get("env", [])}
+    if not tmp and "TMPDIR" not in envs:
+        fail("read-only root without a writable /tmp or TMPDIR for the watched TLS copies")
+for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
+    cmd = server[kind].get("exec", {}).get("command", [])
+    if cmd[1:2] != ["health"] or "--tls_cert=%s/tls.crt" % root not in cmd or \
+            "--tls_key=%s/tls.key" % root not in cmd or server[kind].get("timeoutSeconds", 1) < 6:
+        fail(kind + " is not topk-cli health with the pod's certificate and a timeout over 5 s")
+hpa = k8s_file("hpa.yaml")[0]
+ref = hpa["spec"]["scaleTargetRef"]
+if ref["kind"] != "Deployment" or ref["name"] != dep["metadata"]["name"]:
+    fail("the HPA does not scale " + dep["metadata"]["name"])
+if hpa["spec"]["minReplicas"] < 2:
+    fail("minReplicas below 2: the PodDisruptionBudget could never evict")
+metric = hpa["spec"]["metrics"][0]["pods"]["metric"]["name"]
+rule = [r for r in k8s_file("prometheus-adapter-rules.yaml")[0]["rules"] if r["name"]["as"] == metric]
+if len(rule) != 1:
+    fail("no adapter rule serves " + metric)
+series = re.match(r"(\w+)\{", rule[0]["seriesQuery"]).group(1)
+for named_in in ("server/transport/metrics.cc", "docs/service.md"):
+    with open(os.path.join(src, named_in)) as f:
+        text = f.read()
+    if '"%s"' % series not in text and "`%s" % series not in text:
+        fail(series + " is not in " + named_in)
+print("deploy: k8s mutual TLS (Secret at %s) and HPA on %s <- %s ok" % (root, metric, series))
+
+form[0] = "deploy/colocated"
+root = os.path.join(src, "deploy", "colocated")
 def drain_s(args):
     for a in args:
         m = re.fullmatch(r"--drain_deadline=(\d+)s", a)

@@ -1,9 +1,12 @@
 // Shutdown as a lame duck: health NOT_SERVING at once, new calls refused
 // with UNAVAILABLE (and a hint to retry), calls in flight (uploads included)
-// answered exactly; an idle stream or an open Health.Watch does not hold the
-// exit for the whole deadline, and Hurry() (a second SIGTERM) ends the wait.
+// answered exactly, and so are unary calls, pipelined requests and streams
+// sent before the drain that reach the server in its dispatch grace; an idle
+// stream or an open Health.Watch does not hold the exit for the whole
+// deadline, and Hurry() (a second SIGTERM) ends the wait.
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -13,6 +16,7 @@
 #include "support/hold_proxy.h"
 #include "support/raw_calls.h"
 #include "support/test_server.h"
+#include "topk/client/regions.h"
 
 namespace topk::server::test {
 namespace {
@@ -60,17 +64,23 @@ TEST(LameDuck, UploadsInFlightAtShutdownAreAnsweredExactly) {
   EXPECT_EQ(exact, kCalls);
 }
 
-// Small calls a client sent before the drain began, whose bytes reach the
+// How the held requests travel: unary Selects, requests on one
+// SelectPipeline stream opened before the hold, or one SelectStream each.
+enum class CallKind { kUnary, kPipeline, kStream };
+
+// Small requests a client sent before the drain began, whose bytes reach the
 // server's handlers only after it (held back by a proxy: a slow link, or
 // gRPC threads busy on a loaded host). Returns how many of the kCalls were
 // answered exactly; `release_after`: how long after the drain's start the
 // bytes go through.
-int SmallCallsHeldAcrossTheDrain(absl::Duration release_after, absl::StatusCode* refused_code) {
+int SmallCallsHeldAcrossTheDrain(CallKind kind, absl::Duration release_after,
+                                 absl::StatusCode* refused_code) {
   constexpr int kCalls = 8;
   TestServer t = StartServer();
   HoldProxy proxy(t.server->port());
-  client::Client via(grpc::CreateChannel(absl::StrCat("127.0.0.1:", proxy.port()),
-                                         grpc::InsecureChannelCredentials()));
+  auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", proxy.port()),
+                                     grpc::InsecureChannelCredentials());
+  client::Client via(channel);
   // 4 KB requests: below the upload grace's 64 KiB.
   const tools::PackedRows rows =
       Rows(Distribution::kIndexer, 1, 1000, testing::LengthPattern::kFull, 11, 16);
@@ -78,23 +88,55 @@ int SmallCallsHeldAcrossTheDrain(absl::Duration release_after, absl::StatusCode*
       std::make_shared<const v1::SelectRequest>(client::Client::MakeRequest(16, rows.view(), {}));
   EXPECT_LT(request->ByteSizeLong(), 8u << 10);
   EXPECT_TRUE(via.Select(16, rows.view()).ok());  // the connection is up
+  std::unique_ptr<client::SelectPipeline> pipeline;
+  if (kind == CallKind::kPipeline) {
+    absl::StatusOr<std::unique_ptr<client::SelectPipeline>> opened =
+        client::SelectPipeline::Open(channel);
+    EXPECT_TRUE(opened.ok()) << opened.status();
+    if (!opened.ok()) return 0;
+    pipeline = *std::move(opened);
+    EXPECT_TRUE(pipeline->Call(*request).ok());  // the stream is open on the server
+  }
   proxy.Hold();
   absl::Mutex mu;
   int done = 0, exact = 0;
+  const auto record = [&](const absl::StatusOr<client::SelectResult>& result) {
+    const bool ok = result.ok() && tools::Verify(rows, 16, {}, *result).ok();
+    absl::MutexLock lock(&mu);
+    if (!result.ok()) *refused_code = result.status().code();
+    ++done;
+    exact += ok ? 1 : 0;
+  };
+  std::vector<std::thread> callers;
   for (int i = 0; i < kCalls; ++i) {
-    via.SelectAsync(request, {}, [&](absl::StatusOr<client::SelectResult> result) {
-      const bool ok = result.ok() && tools::Verify(rows, 16, {}, *result).ok();
-      absl::MutexLock lock(&mu);
-      if (!result.ok()) *refused_code = result.status().code();
-      ++done;
-      exact += ok ? 1 : 0;
+    switch (kind) {
+      case CallKind::kUnary:
+        via.SelectAsync(request, {}, record);
+        break;
+      case CallKind::kPipeline:
+        EXPECT_TRUE(pipeline->Send(*request).ok());
+        break;
+      case CallKind::kStream:
+        // Two chunks each, the first inside a float.
+        callers.emplace_back([&] { record(via.SelectStreaming(16, rows.view(), {}, 2002)); });
+        break;
+    }
+  }
+  if (kind == CallKind::kPipeline) {
+    callers.emplace_back([&] {
+      for (int i = 0; i < kCalls; ++i) {
+        absl::StatusOr<v1::SelectReply> reply = pipeline->Receive();
+        record(reply.ok() ? client::ToResult(*reply, false)
+                          : absl::StatusOr<client::SelectResult>(reply.status()));
+      }
     });
   }
-  // Every call's bytes have left the client.
-  const auto sent = static_cast<int64_t>(kCalls * request->ByteSizeLong());
+  // Every call's score bytes have left the client.
+  const auto sent = static_cast<int64_t>(kCalls * rows.scores.size() * sizeof(float));
   for (int i = 0; i < 1000 && proxy.held_bytes() < sent; ++i) {
     absl::SleepFor(absl::Milliseconds(10));
   }
+  absl::SleepFor(absl::Milliseconds(50));  // and what the last ones carry after their rows
   EXPECT_GE(proxy.held_bytes(), sent);
   std::thread drain([&] { t.server->Shutdown(absl::Seconds(20)); });
   // The drain has begun once health turns NOT_SERVING (it does so first).
@@ -112,21 +154,49 @@ int SmallCallsHeldAcrossTheDrain(absl::Duration release_after, absl::StatusCode*
                         absl::Seconds(60));
     EXPECT_EQ(done, kCalls);
   }
+  for (std::thread& caller : callers) caller.join();
+  pipeline.reset();  // half-closes; the server ends the stream
   drain.join();
   return exact;
 }
 
 TEST(LameDuck, SmallCallsInFlightAtShutdownAreAnsweredExactly) {
   absl::StatusCode refused = absl::StatusCode::kOk;
-  EXPECT_EQ(SmallCallsHeldAcrossTheDrain(absl::Milliseconds(20), &refused), 8)
+  EXPECT_EQ(SmallCallsHeldAcrossTheDrain(CallKind::kUnary, absl::Milliseconds(20), &refused), 8)
       << "a call refused with " << absl::StatusCodeToString(refused);
+}
+
+// A SelectPipeline request gets the grace of a unary call: one its client
+// sent before the drain is answered even when the stream reads it after.
+TEST(LameDuck, PipelinedRequestsInFlightAtShutdownAreAnsweredExactly) {
+  absl::StatusCode refused = absl::StatusCode::kOk;
+  EXPECT_EQ(SmallCallsHeldAcrossTheDrain(CallKind::kPipeline, absl::Milliseconds(20), &refused), 8)
+      << "a request refused with " << absl::StatusCodeToString(refused);
+}
+
+// A SelectStream its client opened and sent whole before the drain, that
+// reaches its handler after it.
+TEST(LameDuck, StreamsInFlightAtShutdownAreAnsweredExactly) {
+  absl::StatusCode refused = absl::StatusCode::kOk;
+  EXPECT_EQ(SmallCallsHeldAcrossTheDrain(CallKind::kStream, absl::Milliseconds(20), &refused), 8)
+      << "a stream refused with " << absl::StatusCodeToString(refused);
 }
 
 // The same calls reaching the server past the dispatch grace are new calls.
 TEST(LameDuck, SmallCallsPastTheDispatchGraceAreUnavailable) {
   absl::StatusCode refused = absl::StatusCode::kOk;
+  EXPECT_EQ(
+      SmallCallsHeldAcrossTheDrain(
+          CallKind::kUnary, CallLimits().drain_dispatch_grace + absl::Milliseconds(300), &refused),
+      0);
+  EXPECT_EQ(refused, absl::StatusCode::kUnavailable);
+}
+
+TEST(LameDuck, PipelinedRequestsPastTheDispatchGraceAreUnavailable) {
+  absl::StatusCode refused = absl::StatusCode::kOk;
   EXPECT_EQ(SmallCallsHeldAcrossTheDrain(
-                CallLimits().drain_dispatch_grace + absl::Milliseconds(300), &refused),
+                CallKind::kPipeline, CallLimits().drain_dispatch_grace + absl::Milliseconds(300),
+                &refused),
             0);
   EXPECT_EQ(refused, absl::StatusCode::kUnavailable);
 }

@@ -190,20 +190,30 @@ for _ in $(seq 300); do [ -e "$work/poller.ready" ] && break; sleep 0.1; done
   --progress=false --json="$work/steps.json" --csv="$work/steps.csv" >/dev/null
 wait $poller_pid
 [ "$(wc -l <"$work/steps.csv")" = 4 ]
-# TLS: a second server with a self-signed certificate; the loadgen reaches it
-# with --tls_ca, and fails without TLS.
+# Mutual TLS: a second server with a self-signed certificate that is also the
+# one root client certificates must chain to (--tls_client_ca); the loadgen and
+# the CLI reach it with --tls_ca / --tls_roots and that certificate as their
+# own, and fail without TLS or without a client certificate.
 if openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout "$work/key.pem" \
   -out "$work/cert.pem" >/dev/null 2>&1; then
   "$server" --listen=127.0.0.1:0 --metrics_listen= --backend=cpu --max_rows=64 \
     --max_width=65536 --max_k=512 --tls_cert="$work/cert.pem" --tls_key="$work/key.pem" \
-    >"$work/tls.log" 2>&1 &
+    --tls_client_ca="$work/cert.pem" >"$work/tls.log" 2>&1 &
   tls_pid=$!
   tls_port=$(listened_port "$work/tls.log")
-  "$loadgen" --target=127.0.0.1:$tls_port --tls_ca="$work/cert.pem" --tls_server_name=localhost \
+  mtls="--tls_cert=$work/cert.pem --tls_key=$work/key.pem --tls_server_name=localhost"
+  "$loadgen" --target=127.0.0.1:$tls_port --tls_ca="$work/cert.pem" $mtls \
     --rows=2 --width=2000 --k=16 --concurrency=2 --duration_s=0.5 --warmup_s=0.1 \
     --verify_every=1 --progress=false --json="$work/tls.json" >/dev/null
   grep -q '"tls": "true"' "$work/tls.json"
+  grep -q '"tls_client_certificate": "true"' "$work/tls.json"
+  [ "$("$cli" health --target=127.0.0.1:$tls_port --tls_roots="$work/cert.pem" $mtls)" = SERVING ]
+  ! "$cli" health --target=127.0.0.1:$tls_port --tls_roots="$work/cert.pem" \
+    --tls_server_name=localhost >/dev/null 2>&1
+  ! "$loadgen" --target=127.0.0.1:$tls_port --tls_ca="$work/cert.pem" --tls_server_name=localhost \
+    --wait_for_serving_s=1 --rows=2 --width=2000 --k=16 --concurrency=1 --duration_s=0.5 \
+    --warmup_s=0.1 --progress=false >/dev/null 2>&1
   ! "$loadgen" --target=127.0.0.1:$tls_port --wait_for_serving_s=1 --rows=2 --width=2000 --k=16 \
     --concurrency=1 --duration_s=0.5 --warmup_s=0.1 --progress=false >/dev/null 2>"$work/err.txt"
   grep -q "SERVING" "$work/err.txt"

@@ -29,11 +29,12 @@ class RegionOwnership : public ::testing::Test {
   }
 
   // The by-name form as an old client sends it: no proof written.
-  absl::Status RegisterUnproven(const std::string& name, uint64_t offset, uint64_t bytes) {
+  absl::Status RegisterUnproven(const std::string& name, uint64_t offset, uint64_t bytes,
+                                std::string shm_name = "") {
     v1::RegisterRegionRequest request;
     request.set_session_id(session_->id());
     request.set_name(name);
-    request.mutable_shm()->set_shm_name(segment_.name());
+    request.mutable_shm()->set_shm_name(shm_name.empty() ? segment_.name() : shm_name);
     request.mutable_shm()->set_offset(offset);
     request.mutable_shm()->set_byte_size(bytes);
     return session_->Register(request);
@@ -96,6 +97,37 @@ TEST_F(RegionOwnership, AnObjectTooSmallForTheProofIsRefused) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kPermissionDenied) << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), "smaller than the 16-byte ownership proof"))
       << refused;
+}
+
+// shm_open() stops at a NUL byte: "/<segment>\0cd" would open the segment
+// (which holds this session's proof, so the registration would pass) while
+// the server reports and lists another name. Refused before any open.
+TEST_F(RegionOwnership, ANameWithANulByteIsRefused) {
+  WriteAt(64, ShmOwnershipProof(session_->id()));
+  const std::vector<std::byte> before = Bytes();
+  const std::string with_nul = segment_.name() + std::string("\0cd", 3);
+  ASSERT_EQ(with_nul.size(), segment_.name().size() + 3);
+  const absl::Status refused = RegisterUnproven("r", 64, 1024, with_nul);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "shm.shm_name")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), segment_.name() + "\\x00")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "NUL")) << refused;
+  EXPECT_EQ(Bytes(), before);
+  absl::StatusOr<std::vector<v1::RegionInfo>> listed = session_->List();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_TRUE(listed->empty());
+  // The same name without the NUL tail, with the proof in place: accepted
+  // (the refusal above was the NUL's, not the object's).
+  EXPECT_TRUE(RegisterUnproven("r", 64, 1024).ok());
+}
+
+// "/." and "/.." pass the one-slash rule but name directories.
+TEST_F(RegionOwnership, DotNamesAreRefused) {
+  for (const std::string name : {"/.", "/.."}) {
+    const absl::Status refused = RegisterUnproven("r", 0, 16, name);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_TRUE(absl::StrContains(refused.message(), "shm.shm_name")) << refused;
+  }
 }
 
 }  // namespace

@@ -221,7 +221,9 @@ TEST_F(Pipeline, LameDuckRefusesNewRequestsAndEndsTheIdleStream) {
   session_.reset();  // a session stream would be ended too; this one is about the pipeline
   const absl::Time start = absl::Now();
   std::thread drain([&] { t_.server->Shutdown(absl::Seconds(20)); });
-  absl::SleepFor(absl::Milliseconds(100));
+  // Past the dispatch grace (a request read within it is served, as a unary
+  // call is: tests/e2e/lame_duck_test), within the drain's idle timeout.
+  absl::SleepFor(CallLimits().drain_dispatch_grace + absl::Milliseconds(150));
   absl::StatusOr<client::SelectResult> refused = (*pipeline)->Call(request);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();

@@ -1,6 +1,7 @@
 // The metrics an operator scrapes beyond the request counters: build info,
 // per-device series (info, usable, queue, in flight; device memory and CUDA
 // graph captures on a GPU), and plan-cache hits and misses.
+#include <sstream>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -40,6 +41,30 @@ TEST(Metrics, BuildInfoAndPerDeviceSeries) {
   } else {
     EXPECT_FALSE(absl::StrContains(text, "topk_device_memory_used_bytes")) << text;
   }
+}
+
+// The autoscaling signal: 0 on an idle server, above 0 once the workers
+// have served, with the busy seconds behind it.
+TEST(Metrics, SaturationRisesUnderLoad) {
+  TestServer t = StartServer();
+  const std::string device = TestBackend() == "cpu" ? "cpu" : "0";
+  ExpectLine(Scrape(t), absl::StrCat("topk_device_saturation{device=\"", device, "\"} 0\n"));
+  const tools::PackedRows rows = Rows(Distribution::kIndexer, 16, 1 << 14);
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(t.client->Select(64, rows.view()).ok());
+  double saturation = -1, busy_seconds = -1;
+  std::istringstream lines(Scrape(t));
+  for (std::string line; std::getline(lines, line);) {
+    const std::string where = absl::StrCat("{device=\"", device, "\"} ");
+    if (absl::StartsWith(line, "topk_device_saturation" + where)) {
+      saturation = std::stod(line.substr(line.rfind(' ') + 1));
+    }
+    if (absl::StartsWith(line, "topk_device_busy_seconds_total" + where)) {
+      busy_seconds = std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  EXPECT_GT(saturation, 0);
+  EXPECT_LE(saturation, 1);
+  EXPECT_GT(busy_seconds, 0);
 }
 
 TEST(Metrics, PlanCacheHitsAndMissesAndGraphCaptures) {

@@ -63,9 +63,21 @@ def _proving_ownership(shm_name: str, offset: int, session_id: str):
     when they fit before the object's end, else in its last 16 bytes. Written
     through this process's own descriptor for the registration, the bytes
     they replaced put back afterwards; an object this process cannot open
-    read-write goes without, and the server refuses it."""
+    read-write goes without, and the server refuses it.
+
+    The name is checked as the server checks it before it becomes a path:
+    "/name" of 2..255 bytes, no other '/', no NUL, not "/." or "/.." (a name
+    like "/../home/f" would otherwise have these 16 bytes written into
+    that file). A name that fails goes without the proof, and the server
+    refuses it with INVALID_ARGUMENT. O_NOFOLLOW as shm_open(3) opens: a
+    symbolic link planted in /dev/shm is not followed."""
+    encoded = shm_name.encode("utf-8", "surrogateescape") if isinstance(shm_name, str) else b""
+    if (not 2 <= len(encoded) <= 255 or encoded[:1] != b"/" or b"/" in encoded[1:]
+            or b"\0" in encoded or encoded in (b"/.", b"/..")):
+        yield
+        return
     try:
-        fd = os.open("/dev/shm" + shm_name, os.O_RDWR)
+        fd = os.open(b"/dev/shm" + encoded, os.O_RDWR | os.O_NOFOLLOW)
     except OSError:
         yield
         return

@@ -44,6 +44,12 @@ int32_t topk_rpc_abi_version(void) { return TOPK_RPC_ABI_VERSION; }
 
 int32_t topk_rpc_client_open(const topk_rpc_client_options* options, topk_rpc_client** client,
                              char* message, size_t message_bytes) {
+  return topk_rpc_client_open_tls(options, nullptr, client, message, message_bytes);
+}
+
+int32_t topk_rpc_client_open_tls(const topk_rpc_client_options* options,
+                                 const topk_rpc_tls_options* tls, topk_rpc_client** client,
+                                 char* message, size_t message_bytes) {
   return Guarded("topk_rpc_client_open", message, message_bytes, [&]() -> absl::Status {
     if (client == nullptr) return Refused("client", "NULL (where the handle goes)");
     *client = nullptr;
@@ -55,6 +61,19 @@ int32_t topk_rpc_client_open(const topk_rpc_client_options* options, topk_rpc_cl
     wanted.max_send_message_bytes = options->max_send_message_bytes;
     wanted.max_receive_message_bytes = options->max_receive_message_bytes;
     wanted.load_balancing_policy = OrEmpty(options->load_balancing_policy);
+    if (tls != nullptr) {
+      wanted.tls = true;
+      wanted.root_certs_pem = OrEmpty(tls->root_certs_pem);
+      wanted.client_cert_pem = OrEmpty(tls->cert_chain_pem);
+      wanted.client_key_pem = OrEmpty(tls->private_key_pem);
+      wanted.tls_server_name = OrEmpty(tls->server_name);
+      if (wanted.client_cert_pem.empty() != wanted.client_key_pem.empty()) {
+        return Refused(
+            wanted.client_cert_pem.empty() ? "tls.cert_chain_pem" : "tls.private_key_pem",
+            "NULL or empty while the other is set (the client's certificate and key "
+            "go together)");
+      }
+    }
     auto connected = topk::client::Client::Connect(wanted);
     if (!connected.ok()) return connected.status();
     auto handle = std::make_unique<topk_rpc_client>();

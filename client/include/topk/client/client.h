@@ -22,6 +22,7 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 }  // namespace grpc
 
 namespace topk::client {
@@ -90,6 +91,10 @@ struct ClientOptions {
   bool tls = false;
   std::string root_certs_pem;
   std::string tls_server_name;  // override the name checked in the server certificate
+  // The client's own certificate chain and private key (PEM), for a server
+  // that requires one (mutual TLS: --tls_client_ca); both or neither.
+  std::string client_cert_pem;
+  std::string client_key_pem;
   int64_t max_message_bytes = int64_t{1} << 30;
   // Per direction when > 0, else max_message_bytes (grpcio's two limits).
   int64_t max_send_message_bytes = 0;
@@ -105,6 +110,24 @@ struct ClientOptions {
   // NOT_SERVING. "" turns it off.
   std::string health_check_service;
 };
+
+// The channel credentials `options` ask for: plaintext, TLS, or TLS with
+// the client's certificate. INVALID_ARGUMENT when only one of the client
+// certificate and key is given.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> ChannelCredentials(
+    const ClientOptions& options);
+
+// Fills the TLS fields of `options` from PEM files (an empty path: not
+// given); any file given turns TLS on. The error names the flag:
+// `flags` are the names of the three (roots, certificate, key).
+struct TlsFlagNames {
+  const char* roots = "--tls_roots";
+  const char* cert = "--tls_cert";
+  const char* key = "--tls_key";
+};
+absl::Status ReadTlsFiles(const std::string& roots_path, const std::string& cert_path,
+                          const std::string& key_path, ClientOptions& options,
+                          const TlsFlagNames& flags = {});
 
 class Client {
  public:

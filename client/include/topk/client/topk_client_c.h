@@ -65,6 +65,26 @@ typedef struct topk_rpc_client_options {
 
 int32_t topk_rpc_client_open(const topk_rpc_client_options* options, topk_rpc_client** client,
                              char* message, size_t message_bytes);
+
+/* TLS for topk_rpc_client_open_tls, as PEM text (not paths); NULL or "" for
+ * what is not given. root_certs_pem: the roots the server's certificate
+ * must chain to (NULL: the system roots). cert_chain_pem, private_key_pem:
+ * this client's certificate, for a server that requires one (mutual TLS,
+ * its --tls_client_ca); both or neither. server_name: the name checked in
+ * the server's certificate when it is not the target's host. */
+typedef struct topk_rpc_tls_options {
+  const char* root_certs_pem;
+  const char* cert_chain_pem;
+  const char* private_key_pem;
+  const char* server_name;
+} topk_rpc_tls_options;
+
+/* topk_rpc_client_open over TLS (tls NULL: plaintext, as topk_rpc_client_open).
+ * A handshake the server refuses (no client certificate, an expired one,
+ * one from another CA) fails the first call with UNAVAILABLE. */
+int32_t topk_rpc_client_open_tls(const topk_rpc_client_options* options,
+                                 const topk_rpc_tls_options* tls, topk_rpc_client** client,
+                                 char* message, size_t message_bytes);
 /* Sessions opened on the client keep its channel alive: close them in any
  * order. NULL is ignored. */
 void topk_rpc_client_close(topk_rpc_client* client);
