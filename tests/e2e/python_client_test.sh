@@ -7,15 +7,11 @@
 # numpy. Also the README snippet with the package the CMake build assembles
 # (PYTHON_PACKAGE_ROOT). Usage: python_client_test.sh TOPK_SERVER PYTHON_PACKAGE_ROOT EXAMPLE
 set -euo pipefail
+source "$(dirname "$0")/python_interpreter.sh"
 source "$(dirname "$0")/server_port.sh"
 server=$1 build_package=$2 example=$3
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3)
-if ! "$py" -c "import grpc, numpy, google.protobuf" 2>/dev/null; then
-  echo "SKIP: python3 lacks grpcio/numpy/protobuf (python3-grpcio python3-numpy python3-protobuf)"
-  exit 77
-fi
+py=$(python_with_grpc) || exit 77
 work=$(mktemp -d)
 pids=()
 cleanup() {

@@ -7,14 +7,10 @@
 # without python3 grpcio + numpy + protobuf.
 # Usage: python_native_test.sh TOPK_SERVER PYTHON_PACKAGE_ROOT LIBRARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "$0")/python_interpreter.sh"
 source "$(dirname "$0")/server_port.sh"
 server=$1 pyroot=$2 library=$3 source_dir=$4
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3)
-if ! "$py" -c "import grpc, numpy, google.protobuf" 2>/dev/null; then
-  echo "SKIP: python3 lacks grpcio/numpy/protobuf (python3-grpcio python3-numpy python3-protobuf)"
-  exit 77
-fi
+py=$(python_with_grpc) || exit 77
 work=$(mktemp -d)
 pids=()
 cleanup() {

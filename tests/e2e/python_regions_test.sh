@@ -4,13 +4,9 @@
 # exactness. Skips (77) without python3 grpcio + numpy + protobuf.
 # Usage: python_regions_test.sh TOPK_SERVER PYTHON_PACKAGE_ROOT TEST_SCRIPT
 set -euo pipefail
+source "$(dirname "$0")/python_interpreter.sh"
 server=$1 pyroot=$2 script=$3
-py=/usr/bin/python3
-[ -x "$py" ] || py=$(command -v python3)
-if ! "$py" -c "import grpc, numpy, google.protobuf" 2>/dev/null; then
-  echo "SKIP: python3 lacks grpcio/numpy/protobuf (python3-grpcio python3-numpy python3-protobuf)"
-  exit 77
-fi
+py=$(python_with_grpc) || exit 77
 work=$(mktemp -d)
 "$server" --listen="unix:$work/topk.sock" --metrics_listen= --backend=cpu --enable_regions \
   --max_rows=64 --max_width=65536 --max_k=512 >"$work/server.log" 2>&1 &

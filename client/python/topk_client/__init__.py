@@ -8,7 +8,8 @@
 
 Several replicas: TopKClient("ipv4:10.0.0.1:50051,10.0.0.2:50051",
 load_balancing_policy="round_robin"). asyncio: AsyncTopKClient (topk_client.aio),
-the same calls awaited.
+the same calls awaited. TLS and mutual TLS: tls=TlsOptions.from_files(roots,
+certificate, key) (topk_client.tls), on every client and either path.
 
 The generated stubs live in topk_client/_proto and topk_client/_health_proto
 (made by `pip install client/python`, by client/python/generate.sh next to
@@ -33,6 +34,7 @@ Zero-copy (rows and answers by reference, the server on the same host):
 # The in-process path needs torch (and a GPU), not grpc: importable without it.
 from topk_client._checks import RegionError  # noqa: F401
 from topk_client.inprocess import InProcessSelector  # noqa: F401
+from topk_client.tls import TlsOptions  # noqa: F401
 
 _RPC_NAMES = ("TopKClient", "AsyncTopKClient", "SelectResult", "pack_rows", "channel_options",
               "ZeroCopyClient", "RegionSession", "SelectError", "CallError", "SelectPipeline",
@@ -64,4 +66,4 @@ if _MISSING is not None:
                 "--system-site-packages")
         raise AttributeError(f"module 'topk_client' has no attribute '{name}'")
 
-__all__ = list(_RPC_NAMES) + ["RegionError", "InProcessSelector"]
+__all__ = list(_RPC_NAMES) + ["RegionError", "InProcessSelector", "TlsOptions"]

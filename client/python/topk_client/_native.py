@@ -74,6 +74,21 @@ class ClientOptions(C.Structure):
                 ("load_balancing_policy", C.c_char_p)]
 
 
+class ClientTls(C.Structure):
+    """topk_rpc_tls_options: PEM text, NULL where not given."""
+    _fields_ = [("root_certs_pem", C.c_char_p), ("cert_chain_pem", C.c_char_p),
+                ("private_key_pem", C.c_char_p), ("server_name", C.c_char_p)]
+
+
+# Added to ABI version 1 after its first builds: typed when the library has it.
+_TLS_OPEN = "topk_rpc_client_open_tls"
+
+
+def has_tls(lib) -> bool:
+    """Whether this build of the core opens TLS channels."""
+    return hasattr(lib, _TLS_OPEN)
+
+
 def _type(lib):
     p, msg, n = C.c_void_p, C.c_char_p, C.c_size_t
     signatures = {
@@ -96,6 +111,9 @@ def _type(lib):
         "topk_rpc_select_inline": ([p, C.POINTER(InlineSelect), C.POINTER(Answer), msg, n],
                                    C.c_int32),
     }
+    if has_tls(lib):
+        signatures[_TLS_OPEN] = ([C.POINTER(ClientOptions), C.POINTER(ClientTls), C.POINTER(p),
+                                  msg, n], C.c_int32)
     for name, (args, result) in signatures.items():
         function = getattr(lib, name)
         function.argtypes = args
@@ -221,7 +239,8 @@ class NativeClient(_Handle):
 
     def __init__(self, lib, target: str, max_send_message_bytes: int = 0,
                  max_receive_message_bytes: int = 0,
-                 load_balancing_policy: Optional[str] = None):
+                 load_balancing_policy: Optional[str] = None, tls=None):
+        """tls: a topk_client.TlsOptions (checked there), or None: plaintext."""
         self.lib = lib
         self.handle = None
         options = ClientOptions(target.encode(), max_send_message_bytes or 0,
@@ -229,8 +248,15 @@ class NativeClient(_Handle):
                                 load_balancing_policy.encode() if load_balancing_policy else None)
         handle = C.c_void_p()
         message = C.create_string_buffer(MESSAGE_BYTES)
-        code = lib.topk_rpc_client_open(C.byref(options), C.byref(handle), message,
-                                        MESSAGE_BYTES)
+        if tls is None:
+            code = lib.topk_rpc_client_open(C.byref(options), C.byref(handle), message,
+                                            MESSAGE_BYTES)
+        else:
+            # The structure holds the bytes objects (ctypes keeps them) for the call.
+            pem = ClientTls(tls.root_certificates, tls.certificate_chain, tls.private_key,
+                            tls.server_name.encode() if tls.server_name else None)
+            code = getattr(lib, _TLS_OPEN)(C.byref(options), C.byref(pem), C.byref(handle),
+                                           message, MESSAGE_BYTES)
         if code != 0:
             raise CallError(code, _text(message))
         self.handle = handle

@@ -14,19 +14,22 @@ import grpc
 from topk_client._stubs import health_pb2, topk_pb2, topk_pb2_grpc
 from topk_client.client import (_SERVING, Rows, SelectResult, _decode, _health_method,
                                 _open_channel, _select_request, _stream_chunks)
+from topk_client.tls import TlsOptions
 
 
 class AsyncTopKClient:
     """A grpc.aio channel to topk-server. Create it inside the event loop
-    that uses it; any number of calls may be awaited at once."""
+    that uses it; any number of calls may be awaited at once. tls,
+    credentials: as TopKClient's."""
 
     def __init__(self, target: str = "127.0.0.1:50051", *, credentials=None,
+                 tls: Optional[TlsOptions] = None,
                  max_message_bytes: int = 1 << 30,
                  max_send_message_bytes: Optional[int] = None,
                  max_receive_message_bytes: Optional[int] = None,
                  load_balancing_policy: Optional[str] = None,
                  options: Sequence[Tuple[str, object]] = ()):
-        self._channel = _open_channel(grpc.aio, target, credentials, max_message_bytes,
+        self._channel = _open_channel(grpc.aio, target, credentials, tls, max_message_bytes,
                                       max_send_message_bytes, max_receive_message_bytes,
                                       load_balancing_policy, options)
         self._stub = topk_pb2_grpc.TopKStub(self._channel)

@@ -8,6 +8,7 @@ import grpc
 import numpy as np
 
 from topk_client import _native
+from topk_client.tls import TlsOptions, check_tls
 from topk_client._stubs import health_pb2, topk_pb2, topk_pb2_grpc  # noqa: F401
 from topk_client.dtypes import as_wire_rows, decode_values
 
@@ -98,11 +99,25 @@ def channel_options(max_send_message_bytes: int = 1 << 30,
     return result + list(options)
 
 
-def _open_channel(channels, target: str, credentials, max_message_bytes: int,
+def _check_security(credentials, tls: Optional[TlsOptions]) -> None:
+    check_tls(tls)
+    if credentials is not None and tls is not None:
+        raise ValueError("credentials, tls: pass one (tls serves both paths, credentials "
+                         "grpcio's alone)")
+
+
+def _open_channel(channels, target: str, credentials, tls: Optional[TlsOptions],
+                  max_message_bytes: int,
                   max_send_message_bytes: Optional[int], max_receive_message_bytes: Optional[int],
                   load_balancing_policy: Optional[str], options: Sequence[Tuple[str, object]]):
     """A channel from `channels` (the grpc module, or grpc.aio) with the
-    client's arguments: TLS when `credentials` are given."""
+    client's arguments: TLS when `credentials` or `tls` are given."""
+    _check_security(credentials, tls)
+    if tls is not None:
+        credentials = grpc.ssl_channel_credentials(tls.root_certificates, tls.private_key,
+                                                   tls.certificate_chain)
+        if tls.server_name:  # before the raw options, which win
+            options = [("grpc.ssl_target_name_override", tls.server_name)] + list(options)
     args = channel_options(max_send_message_bytes or max_message_bytes,
                            max_receive_message_bytes or max_message_bytes,
                            load_balancing_policy, options)
@@ -156,11 +171,13 @@ def _health_method(channel):
         response_deserializer=messages.HealthCheckResponse.FromString)
 
 
-def _native_client(native, target, credentials, max_message_bytes, max_send_message_bytes,
+def _native_client(native, target, credentials, tls, max_message_bytes, max_send_message_bytes,
                    max_receive_message_bytes, load_balancing_policy, options):
-    """The native core's client for these arguments, or None (grpcio). TLS
+    """The native core's client for these arguments, or None (grpcio). grpcio
     credentials and raw grpcio channel options are grpcio's alone: with
-    them the core is not used (and asking for it is an error)."""
+    them the core is not used (and asking for it is an error); `tls` is
+    both paths'."""
+    _check_security(credentials, tls)
     lib = _native.resolve(native)
     if lib is None:
         return None
@@ -168,10 +185,16 @@ def _native_client(native, target, credentials, max_message_bytes, max_send_mess
         if native is None:
             return None
         raise ValueError("native: the native RPC core takes neither credentials nor raw grpcio "
-                         "options; pass native=False (grpcio) for them")
+                         "options; pass tls=TlsOptions(...) for TLS, or native=False (grpcio)")
+    if tls is not None and not _native.has_tls(lib):
+        if native is None:
+            return None
+        raise RuntimeError(f"native: this {_native.LIBRARY_NAME} predates TLS (no "
+                           "topk_rpc_client_open_tls); rebuild topk_client_c, or pass "
+                           "native=False (grpcio)")
     return _native.NativeClient(lib, target, max_send_message_bytes or max_message_bytes,
                                 max_receive_message_bytes or max_message_bytes,
-                                load_balancing_policy)
+                                load_balancing_policy, tls)
 
 
 class TopKClient:
@@ -183,19 +206,25 @@ class TopKClient:
     path names it, False keeps to grpcio. Same arguments, checks, answers and
     error types either way (a failed call: a grpc.RpcError with code() and
     details()). Everything else (streaming, futures, stats, health) is
-    grpcio's."""
+    grpcio's.
+
+    tls: a topk_client.TlsOptions (roots, this client's certificate and key
+    for mutual TLS, the server name), for both paths. credentials: a
+    grpc.ChannelCredentials instead, grpcio's alone (the core is then not
+    used). Neither: plaintext."""
 
     def __init__(self, target: str = "127.0.0.1:50051", *, credentials=None,
+                 tls: Optional[TlsOptions] = None,
                  max_message_bytes: int = 1 << 30,
                  max_send_message_bytes: Optional[int] = None,
                  max_receive_message_bytes: Optional[int] = None,
                  load_balancing_policy: Optional[str] = None,
                  options: Sequence[Tuple[str, object]] = (),
                  native: Union[bool, str, None] = None):
-        self._native = _native_client(native, target, credentials, max_message_bytes,
+        self._native = _native_client(native, target, credentials, tls, max_message_bytes,
                                       max_send_message_bytes, max_receive_message_bytes,
                                       load_balancing_policy, options)
-        self._channel = _open_channel(grpc, target, credentials, max_message_bytes,
+        self._channel = _open_channel(grpc, target, credentials, tls, max_message_bytes,
                                       max_send_message_bytes, max_receive_message_bytes,
                                       load_balancing_policy, options)
         self._stub = topk_pb2_grpc.TopKStub(self._channel)

@@ -194,7 +194,8 @@ class ZeroCopyClient:
     native: as TopKClient's (the client's choice is this one's): with the
     native core (libtopk_client_c.so) the session, its registrations and its
     selects are the C++ client's (pipelined on its stream, or unary); else
-    grpcio's. Same arguments, checks, answers and error types either way."""
+    grpcio's. Same arguments, checks, answers and error types either way.
+    client_kwargs: TopKClient's (tls=TlsOptions(...) for TLS or mutual TLS)."""
 
     def __init__(self, target: str = "127.0.0.1:50051", call: str = "pipeline", *,
                  native: Union[bool, str, None] = None, **client_kwargs):
