@@ -7,12 +7,14 @@
 //      (ExchangeResidentHistograms): every rank finds the same boundary bin b,
 //      the K-th value's, and its cutoff CoarseCutoff(b). The count is exact by
 //      construction: nothing to certify, no fallback pass;
-//   2b. only when the values >= the cutoff exceed rank 0's store: the bin is
-//      split once more on chip (resident_frontier.cuh), the digit holding the
-//      K-th value becomes the frontier and the values above it are committed;
-//   3. every rank sends rank 0 the committed indices and the frontier's
-//      entries with their level-0 digits (GatherToLeader), reading its keys
-//      from shared memory;
+//   2b. the bin b is the frontier and every value above it is committed; only
+//      when b exceeds rank 0's store it is split once more on chip
+//      (resident_frontier.cuh): the digit holding the K-th value becomes the
+//      frontier and the values above it are committed too;
+//   3. every rank writes its committed indices straight into the output row
+//      (into rank 0's staging when the row is sorted or deterministic) and
+//      sends rank 0 the frontier's entries with their level-0 digits
+//      (GatherToLeader), reading its keys from shared memory;
 //   4. rank 0 refines the frontier to the K values left (Refine) and writes
 //      the row, while the other ranks go on to the cluster's next row.
 // A frontier that still exceeds rank 0's store (a flood of equal values) is
@@ -118,11 +120,10 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       LoadResidentSegment<kB>(row.From(beg), len, mine.keys, mine.view_hist, mine.counts);
     }
     cluster.sync();
-    // 2. The row's histogram on every rank, its NaN flag and largest value.
+    // 2. The row's histogram and its NaN flag on every rank.
     ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
     cluster.sync();
-    const uint32_t nan = mine.totals->nan, neg_min_key = mine.totals->neg_min_key;
-    if (nan) {
+    if (mine.totals->nan) {
       if (me == 0) {
         scope.Fail<kB>(scope.Out(), RowStatus::kNan);
         __syncthreads();
@@ -135,15 +136,14 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     CoarseCutoffPair(64u, bd.bin, bd.bin - 1u, &s.t0, &s.t1);
     __syncthreads();
     const uint32_t cut_key = Key32(s.t0);
+    const uint32_t first = BinFirstKey(bd.bin, s.t1);
     ResidentFrontier f;
-    if (bd.below + bd.in_bin <= kResidentFrontierA) {
-      // Every x >= cut is the frontier.
-      f = MakeResidentFrontier(0u, cut_key, 0u, bd.below + bd.in_bin);
-      f.top = CommonKeyBits(~neg_min_key, cut_key);
+    if (bd.in_bin <= kResidentFrontierA) {
+      // The bin is the frontier; every value above it is committed.
+      f = MakeResidentFrontier(first, cut_key, bd.below, bd.in_bin);
     } else {
       // 2b. Split the boundary bin on chip: its digits' histogram,
       // exchanged; the digit of the K-th value is the frontier.
-      const uint32_t first = BinFirstKey(bd.bin, s.t1);
       const int shift = BinDigitShift(first, cut_key);
       for (uint32_t i = tid; i < kCoarseBins; i += kB) {
         mine.view_hist[i] = 0u, mine.total_hist[i] = 0u;
@@ -159,12 +159,24 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       f = MakeResidentFrontier(f_lo, f_hi, bd.below + bf.below, bf.in_bin);
     }
     const bool stored = f.count <= kResidentFrontierA;
+    // Unsorted rows with any K values among ties: every rank writes its
+    // committed indices straight into the output row and rank 0 appends the
+    // frontier's; sorted and deterministic rows stage all K in rank 0 for
+    // the output's sort.
+    const bool direct = p.sorted == 0 && p.deterministic == 0;
+    int32_t* out_row = scope.Out();
     lap(Stat::kCyclesProposal);
-    // 3. The committed indices and the frontier into rank 0, from shared
-    // memory (the frontier only when it fits rank 0's store).
+    // 3. The committed indices (to the output or rank 0) and the frontier
+    // into rank 0, from shared memory (the frontier only when it fits rank
+    // 0's store).
     if (len > 0) {
-      const LeaderStores to{lead_out,  lead_out_count,           to_lead, lead_count,
-                            lead_hist, Level0Shift(f.top), stored};
+      const LeaderStores to{direct ? reinterpret_cast<uint32_t*>(out_row) : lead_out,
+                            lead_out_count,
+                            to_lead,
+                            lead_count,
+                            lead_hist,
+                            Level0Shift(f.top),
+                            stored};
       GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
     }
     // Past this barrier no rank reads another's shared memory for this row.
@@ -176,12 +188,14 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     if (!stored) RescanBandDigitHist<kB>(row, L, f.cut, f.hi, Level0Shift(f.top), s.hist);
     if (tid == 0) s.refine[0] = lead_a, s.refine[1] = ResidentFrontierB(mine.keys);
     __syncthreads();
+    uint32_t* commits = direct ? reinterpret_cast<uint32_t*>(out_row) : s.out;
     const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
         s, row, L, f.cut, f.hi, f.count, s.refine[0], s.refine[1], k - f.committed,
-        p.deterministic != 0, f.top, RefineOut{s.out, &s.out_count});
+        p.deterministic != 0, f.top, RefineOut{commits, &s.out_count});
     __syncthreads();
     lap(Stat::kCyclesRefine);
-    scope.Finalize<kB>(row, s.out, s.out_count, scope.Out(), sort_buf);
+    // A direct row holds exactly K indices (L > K): nothing to pad or sort.
+    if (!direct) scope.Finalize<kB>(row, s.out, s.out_count, out_row, sort_buf);
     if (tid == 0) {
       scope.SetStatus(RowStatus::kOk);
       AddStat(p, Stat::kResidentRows, 1);

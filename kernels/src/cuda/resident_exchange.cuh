@@ -1,6 +1,6 @@
 // The resident route's exchange (decode_route.cu, step 2): between two
 // cluster barriers every rank ends with the whole row's coarse histogram and
-// the row's NaN flag and largest value, in two rounds of distributed shared
+// the row's NaN flag, in two rounds of distributed shared
 // memory traffic whose accesses are all independent (a latency each, not a
 // latency per rank): rank q sums the bin slice q of every rank's histogram
 // (reduce-scatter, 4 remote loads per thread), then writes its sums into
@@ -37,11 +37,9 @@ __device__ __noinline__ void ExchangeResidentHistograms(const uint32_t* view_his
   const uint32_t tid = threadIdx.x;
   if (tid < 32) {
     const uint32_t lane = tid;
-    ResidentCounts c{0u, 0u, 0u, 0u};
-    if (lane < ranks) c = *cluster.map_shared_rank(counts, lane);
-    const uint32_t nan = __reduce_or_sync(kFullMask, c.nan);
-    const uint32_t neg = __reduce_max_sync(kFullMask, c.neg_min_key);
-    if (lane == 0) totals->nan = nan, totals->neg_min_key = neg;
+    const uint32_t mine = lane < ranks ? cluster.map_shared_rank(counts, lane)->nan : 0u;
+    const uint32_t nan = __reduce_or_sync(kFullMask, mine);
+    if (lane == 0) totals->nan = nan;
   }
   // Reduce-scatter: pair p = (rank p / per, bin first + p % per).
   uint32_t v[4];

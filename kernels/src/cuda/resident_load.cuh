@@ -22,13 +22,12 @@ inline constexpr int kResidentLoadUnroll = 8;
 
 // Loads seg[0, len) into keys[0, len) (Key32 of each value), counts Coarse of
 // each non-NaN value into hist (zeroed by the caller, with a barrier since)
-// and publishes the segment's smallest key and its NaN flag in c. Every
-// thread of the CTA calls it; the caller's barrier publishes the results.
+// and publishes the segment's NaN flag in c. Every thread of the CTA calls
+// it; the caller's barrier publishes the results.
 template <int kB, typename Row>
 __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, uint32_t* keys,
                                                  uint32_t* hist, ResidentCounts* c) {
   unsigned nan = 0;
-  uint32_t min_key = 0xFFFFFFFFu;
   StreamRow<kB, kResidentLoadUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -38,12 +37,10 @@ __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, ui
       const bool ok = in && !is_nan;
       const uint32_t key = Key32(x);
       if (in) keys[idx0 + j] = key;
-      if (ok) min_key = min(min_key, key);
       nan |= is_nan ? 1u : 0u;
       AggregatedCount(ok, Coarse(x), hist);
     }
   });
-  PublishMinKey(min_key, &c->neg_min_key);
   if (nan) c->nan = 1u;
 }
 

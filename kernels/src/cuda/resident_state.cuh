@@ -27,15 +27,14 @@ static_assert(kResidentThreads == kThreads, "the shared phases run the 512-threa
 // the two barriers that bracket the all-reduce), and rank 0's gather count.
 struct ResidentCounts {
   uint32_t nan;
-  uint32_t neg_min_key;  // ~(smallest key of the slice), 0: none (PublishMinKey)
-  uint32_t gathered;     // rank 0: frontier entries pushed so far
-  uint32_t pad;
+  uint32_t gathered;  // rank 0: frontier entries pushed so far
+  uint32_t pad[2];
 };
 // The rank's own words: the row's counts over every rank, and the gather's
 // per-warp slots (committed, then frontier).
 struct ResidentTotals {
   uint32_t nan;
-  uint32_t neg_min_key;
+  uint32_t pad;
   uint32_t gather[2 * (kThreads / 32 + 1)];
 };
 static_assert(sizeof(ResidentTotals) % 16 == 0, "the slice stays 16-byte aligned");

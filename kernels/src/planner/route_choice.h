@@ -42,6 +42,10 @@ struct RouteChoice {
 // the resident route's region apply.
 bool PlannerChoosesFreely(const CudaSelectorConfig& config);
 
+// Whether the bucket lies in the resident decode route's measured region
+// (route_policies.h, kResidentRegion).
+bool InResidentRegion(const ProblemShape& shape);
+
 // Resident clusters of the cluster route of `size` CTAs, ctas_per_sm per SM
 // (0: the device has none of that shape).
 int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm);

@@ -199,16 +199,27 @@ struct ResidentPolicy {
 };
 inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16};
 
-// Where the planner takes it (decode_route = 0): sampled buckets with
-// K <= kCudaMaxFastK, min_width <= N_cap <= max_cluster x max_slice_keys and
-// M_cap <= max_rows on a device with clusters. The cluster size: enough ranks
-// for the row to fit their slices, and as many more (up to max_cluster) as
-// the bucket's rows leave SMs for (M_cap x size <= SMs), so few rows spread
-// over many SMs and more rows still run in one wave.
-struct ResidentRegion {
-  int64_t min_width;
+// Where the planner takes it (resident_route = 0, nothing else forced): the
+// cells where it measured faster than the routes it replaces on the H200
+// (bench/NOTES.md, "Selector V"; bench/results/h200_decode_peers.csv: peer
+// harness, warm and cold L2, and topk-bench-gpu, same rows, same call). A
+// bucket's K band is the smallest cell max_k >= K; it takes the route when
+// N_cap >= kResidentMinWidth and one cell of its band holds N_cap and M_cap.
+// Measured and not taken: 32-64 rows of 128K and 8 or more rows of 256K at
+// K = 2048 (1.3-2.3x the previous routes: each rank's 32K-key slice is read in
+// steps of ~1 us, and with one CTA per SM the rows run in several waves),
+// 1-8 rows of 256K at K <= 1024 (0.98-1.5x), 32 rows of 64K at K <= 1024
+// (1.1-1.3x). K above 2048 was not measured.
+struct ResidentCell {
+  int32_t max_k;
+  int64_t max_width;
   int64_t max_rows;
 };
-inline constexpr ResidentRegion kResidentRegion{16384, 64};
+inline constexpr int64_t kResidentMinWidth = 16384;
+inline constexpr ResidentCell kResidentRegion[] = {
+    {1024, 65536, 8},    // 1 and 8 rows of 64K: 0.69-0.91x warm, 0.98-1.04x cold
+    {2048, 32768, 64},   // 1-64 rows of 32K: 0.54-0.86x warm and cold
+    {2048, 131072, 8},   // 1 and 8 rows of 128K: 0.79-0.89x warm, 0.85-0.99x cold
+};
 
 }  // namespace topk::planner

@@ -28,6 +28,21 @@ bool PlannerChoosesFreely(const CudaSelectorConfig& config) {
          config.min_sampled_length == 0;
 }
 
+bool InResidentRegion(const ProblemShape& shape) {
+  if (shape.max_width < kResidentMinWidth) return false;
+  int32_t band = 0;
+  for (const ResidentCell& cell : kResidentRegion) {
+    if (cell.max_k >= shape.k && (band == 0 || cell.max_k < band)) band = cell.max_k;
+  }
+  for (const ResidentCell& cell : kResidentRegion) {
+    if (cell.max_k == band && shape.max_width <= cell.max_width &&
+        shape.max_rows <= cell.max_rows) {
+      return true;
+    }
+  }
+  return false;
+}
+
 int ClustersOf(const CudaDeviceInfo& device, int size, int ctas_per_sm) {
   if (ctas_per_sm == 2) {
     return size == 16 ? device.dense_clusters_of_16 : (size == 8 ? device.dense_clusters_of_8 : 0);
@@ -126,9 +141,7 @@ int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& dev
     return 0;
   }
   if (config.resident_route == 0 &&
-      (!planner::PlannerChoosesFreely(config) ||
-       shape.max_width < planner::kResidentRegion.min_width ||
-       shape.max_rows > planner::kResidentRegion.max_rows)) {
+      (!planner::PlannerChoosesFreely(config) || !planner::InResidentRegion(shape))) {
     return 0;
   }
   int need = 0;  // log2 of the size

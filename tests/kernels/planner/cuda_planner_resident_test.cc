@@ -1,5 +1,5 @@
 // The CUDA planner's resident decode route (host-side, a fake device): its
-// region, its cluster size (what the width needs, widened by the SMs the
+// measured cells, its cluster size (what the width needs, widened by the SMs the
 // bucket's rows leave), the header-only workspace, the forced and switched-off
 // settings, and configurations that force another route.
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@ namespace topk {
 namespace {
 
 using topk::planner::kResident;
-using topk::planner::kResidentRegion;
+using topk::planner::kResidentMinWidth;
 
 CudaDeviceInfo ResidentH200() {
   CudaDeviceInfo d = testing::FakeH200WithClusters();
@@ -30,22 +30,29 @@ Plan MustPlanOn(const CudaDeviceInfo& d, int32_t k, int64_t m, int64_t n,
   return p.ok() ? *p : Plan{};
 }
 
-TEST(CudaPlannerResidentTest, DecodeBucketsTakeTheRoute) {
+// The cells measured faster (route_policies.h): K <= 1024 with 1-8 rows up
+// to 64K; 1024 < K <= 2048 with 1-64 rows up to 32K or 1-8 rows up to 128K.
+TEST(CudaPlannerResidentTest, MeasuredCellsTakeTheRoute) {
   const CudaDeviceInfo d = ResidentH200();
-  for (int32_t k : {512, 1024, 2048, 4096}) {
-    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{32}, kResidentRegion.max_rows}) {
-      for (int64_t n : {kResidentRegion.min_width, int64_t{131072}, int64_t{262144}}) {
-        const Plan p = MustPlanOn(d, k, m, n);
-        EXPECT_EQ(p.route, Route::kResidentDecode) << k << " " << m << " x " << n;
-        EXPECT_EQ(p.grid, m * p.split);
-        EXPECT_EQ(p.block, kResident.threads);
-        EXPECT_EQ(p.sample_stride, 0);
-        EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
-        EXPECT_NE(p.why.find("resident"), std::string::npos) << p.why;
-        // Every rank's slice holds its part of the widest row.
-        EXPECT_LE(CudaResidentSliceKeys(n, p.split), kResident.max_slice_keys);
-      }
-    }
+  struct Cell {
+    int32_t k;
+    int64_t m, n;
+  };
+  for (const Cell c : {Cell{512, 1, 65536}, Cell{512, 8, kResidentMinWidth}, Cell{1024, 8, 65536},
+                       Cell{64, 1, 32768}, Cell{2048, 1, 32768}, Cell{2048, 64, 32768},
+                       Cell{1500, 33, 20000}, Cell{2048, 1, 131072}, Cell{2048, 8, 131072},
+                       Cell{1025, 8, 65536}}) {
+    const int32_t k = c.k;
+    const int64_t m = c.m, n = c.n;
+    const Plan p = MustPlanOn(d, k, m, n);
+    EXPECT_EQ(p.route, Route::kResidentDecode) << k << " " << m << " x " << n;
+    EXPECT_EQ(p.grid, m * p.split);
+    EXPECT_EQ(p.block, kResident.threads);
+    EXPECT_EQ(p.sample_stride, 0);
+    EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
+    EXPECT_NE(p.why.find("resident"), std::string::npos) << p.why;
+    // Every rank's slice holds its part of the widest row.
+    EXPECT_LE(CudaResidentSliceKeys(n, p.split), kResident.max_slice_keys);
   }
 }
 
@@ -53,31 +60,42 @@ TEST(CudaPlannerResidentTest, ClusterSizeByWidthAndRows) {
   const CudaDeviceInfo d = ResidentH200();
   // The largest cluster whose M_cap clusters are resident at once: one row
   // over 16 CTAs, 8 rows over 8 each (7 clusters of 16 fit), 32 over 4.
-  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072).split, 16);
-  EXPECT_EQ(MustPlanOn(d, 2048, 7, 131072).split, 16);
-  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).split, 8);
-  EXPECT_EQ(MustPlanOn(d, 2048, 16, 131072).split, 8);
-  EXPECT_EQ(MustPlanOn(d, 2048, 32, 131072).split, 4);
-  EXPECT_EQ(MustPlanOn(d, 2048, 64, 32768).split, 2);
+  CudaSelectorConfig all;
+  all.resident_route = 1;  // the size rule on every bucket, not only the cells
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, all).split, 16);
+  EXPECT_EQ(MustPlanOn(d, 2048, 7, 131072, all).split, 16);
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072, all).split, 8);
+  EXPECT_EQ(MustPlanOn(d, 2048, 16, 131072, all).split, 8);
+  EXPECT_EQ(MustPlanOn(d, 2048, 32, 131072, all).split, 4);
+  EXPECT_EQ(MustPlanOn(d, 2048, 64, 32768, all).split, 2);
   // Past one wave: the size the width needs (32K keys a rank), the most rows
   // in flight.
-  EXPECT_EQ(MustPlanOn(d, 2048, 64, 131072).split, 4);
-  EXPECT_EQ(MustPlanOn(d, 512, 64, 262144).split, 8);
+  EXPECT_EQ(MustPlanOn(d, 2048, 64, 131072, all).split, 4);
+  EXPECT_EQ(MustPlanOn(d, 512, 64, 262144, all).split, 8);
   // A requested size below what the width needs is raised to it.
-  CudaSelectorConfig c;
+  CudaSelectorConfig c = all;
   c.resident_cluster_size = 1;
   EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, c).split, 4);
   c.resident_cluster_size = 8;
   EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, c).split, 8);
 }
 
-TEST(CudaPlannerResidentTest, OutsideTheRegionOtherRoutes) {
+TEST(CudaPlannerResidentTest, OutsideTheCellsOtherRoutes) {
   const CudaDeviceInfo d = ResidentH200();
-  EXPECT_NE(MustPlanOn(d, 2048, kResidentRegion.max_rows + 1, 131072).route,
-            Route::kResidentDecode);
-  EXPECT_NE(MustPlanOn(d, 2048, 8, kResidentRegion.min_width - 1).route, Route::kResidentDecode);
-  EXPECT_NE(MustPlanOn(d, 2048, 8, int64_t{1} << 20).route, Route::kResidentDecode);
-  EXPECT_NE(MustPlanOn(d, 8192, 8, 131072).route, Route::kResidentDecode);
+  struct Cell {
+    int32_t k;
+    int64_t m, n;
+  };
+  // Measured slower: 32 rows of 128K and 8 of 256K at K = 2048, 1 row of 256K
+  // and 32 of 64K at K <= 1024; past every cell: 65 rows of 32K, 9 of 128K,
+  // 9 of 64K at K = 512, K past 2048, rows below 16K and past the slices.
+  for (const Cell c : {Cell{2048, 32, 131072}, Cell{2048, 8, 262144}, Cell{512, 1, 262144},
+                       Cell{1024, 32, 65536}, Cell{2048, 65, 32768}, Cell{2048, 9, 131072},
+                       Cell{512, 9, 65536}, Cell{4096, 1, 32768}, Cell{8192, 8, 131072},
+                       Cell{2048, 8, kResidentMinWidth - 1}, Cell{2048, 8, int64_t{1} << 20}}) {
+    EXPECT_NE(MustPlanOn(d, c.k, c.m, c.n).route, Route::kResidentDecode)
+        << c.k << " " << c.m << " x " << c.n;
+  }
   // No clusters for it (before sm_90): never.
   EXPECT_NE(MustPlanOn(testing::FakeH200WithClusters(), 2048, 1, 131072).route,
             Route::kResidentDecode);
