@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The resident route's cluster-size sweep (tools/gpu-lab/decode-peers.sh sizes): per K and
-shape, the route's median at each forced cluster size beside the planner's choice and the
-route it replaces (phases_k<K>.csv: --alt_resident=-1), with the mean frontier and the
-phase timers, from topk-bench-gpu's CSVs sizes_k<K>_c<size>.csv.
+"""The resident route's phases and cluster sizes (tools/gpu-lab/decode-peers.sh phases, sizes):
+per K and shape, the planner's choice beside the route it replaces on the same rows
+(phases_k<K>.csv: --alt_resident=-1), with the mean frontier, the per-row phase timers
+(load and exchange / gather / refine / output, rank 0's clock) and, when the sizes step ran,
+the route's median at each forced cluster size (sizes_k<K>_c<size>.csv).
 
 usage: sizes_table.py --dir RAW --out-csv FILE
 """
@@ -32,8 +33,13 @@ def main():
         for shape in sorted(planner):
             p = planner[shape]
             out = {"k": k, "m": shape[0], "n": shape[1], "planner_us": float(p["ours_ms"]) * 1e3,
-                   "planner_route": p["route"], "previous_route_us": float(p["alt_ms"]) * 1e3
-                   if p.get("alt_ms") else None, "bad_rows": int(p["bad_rows"])}
+                   "planner_p99_us": float(p["ours_p99_ms"]) * 1e3, "planner_route": p["route"],
+                   "planner_frontier": float(p["mean_candidates"]),
+                   "planner_phases_us": "/".join(f"{float(p[c]):.1f}" for c in (
+                       "us_proposal", "us_admit", "us_refine", "us_finalize")),
+                   "previous_route": p.get("alt_route", ""),
+                   "previous_route_us": float(p["alt_ms"]) * 1e3 if p.get("alt_ms") else None,
+                   "floor_us": float(p["floor_ms"]) * 1e3, "bad_rows": int(p["bad_rows"])}
             for size, table in sorted(sizes.items()):
                 r = table.get(shape)
                 if r is None:
@@ -46,7 +52,9 @@ def main():
             rows.append(out)
     fields = sorted({key for r in rows for key in r}, key=lambda f: (f[0] != "k", f))
     with open(args.out_csv, "w", newline="") as f:
-        w = csv.DictWriter(f, ["k", "m", "n", "planner_route", "planner_us", "previous_route_us", "bad_rows"] +
+        w = csv.DictWriter(f, ["k", "m", "n", "floor_us", "planner_route", "planner_us", "planner_p99_us",
+                               "planner_frontier", "planner_phases_us", "previous_route",
+                               "previous_route_us", "bad_rows"] +
                            [x for x in fields if x.startswith("c")])
         w.writeheader()
         for r in rows:
