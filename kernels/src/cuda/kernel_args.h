@@ -83,12 +83,13 @@ struct KernelParams {
   // kShortRowSharedRow: bytes of the CTA's row buffer (0: none; rows whose
   // body does not fit are read from global memory).
   int32_t short_row_buffer_bytes = 0;
-  // Resident decode route only (split = CTAs per cluster): keys per rank's
-  // slice, ceil(N_cap / split) (its dynamic shared memory follows from it).
-  int32_t resident_slice_keys = 0;
   // Diagnostics (CudaSelectorConfig::row_trace): per row kTraceWords words of
   // %globaltimer stamps written by SelectRow's thread 0; null: off.
   unsigned long long* row_trace = nullptr;
+  // Resident decode route only (split = CTAs per cluster): keys per rank's
+  // slice, ceil(N_cap / split) (its dynamic shared memory follows from it).
+  // Last, so that the other routes' parameters keep their offsets.
+  int32_t resident_slice_keys = 0;
 };
 
 // row_trace layout per row: the row's start and end (ns, %globaltimer), the
