@@ -70,8 +70,8 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   }
   if (plan.route == Route::kResidentDecode) {
     p.split = plan.split;  // CTAs per cluster
-    p.resident_slice_keys = static_cast<int32_t>(
-        CudaResidentSliceKeys(plan.shape.max_width, plan.split));
+    p.resident_slice_keys =
+        static_cast<int32_t>(CudaResidentSliceKeys(plan.shape.max_width, plan.split));
   }
   return p;
 }

@@ -18,13 +18,14 @@
 //   4. rank 0 refines the frontier to the K values left (Refine) and writes
 //      the row, while the other ranks go on to the cluster's next row.
 // A frontier that still exceeds rank 0's store (a flood of equal values) is
-// refined by re-scanning the row for the values in its band, still exact. Rows of L <= K, bad lengths and NaN rows are answered by rank
-// 0 alone. Clusters take rows in turn (row = cluster id, + clusters, ...).
+// refined by re-scanning the row for the values in its band, still exact. Rows of L <= K, bad
+// lengths and NaN rows are answered by rank 0 alone. Clusters take rows in turn (row = cluster id,
+// + clusters, ...).
 #include <cooperative_groups.h>
 
 #include "key_levels.cuh"
-#include "refinement.cuh"
 #include "proposal.cuh"
+#include "refinement.cuh"
 #include "resident_exchange.cuh"
 #include "resident_frontier.cuh"
 #include "resident_gather.cuh"
@@ -231,9 +232,9 @@ cudaLaunchConfig_t ResidentConfig(int grid, int ranks, uint32_t slice_keys, cuda
 
 template <typename Row>
 cudaError_t ConfigureResidentKernel() {
-  cudaError_t e = cudaFuncSetAttribute(
-      ResidentDecodeKernel<Row>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-      static_cast<int>(ResidentSharedBytes(kResidentMaxSliceKeys)));
+  cudaError_t e =
+      cudaFuncSetAttribute(ResidentDecodeKernel<Row>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(ResidentSharedBytes(kResidentMaxSliceKeys)));
   if (e != cudaSuccess) return e;
   // 16 ranks is above the portable cluster size of 8.
   return cudaFuncSetAttribute(ResidentDecodeKernel<Row>,
@@ -253,8 +254,7 @@ cudaError_t ResidentOccupancy(int ranks, int* clusters) {
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
       ResidentConfig(ranks, ranks, kResidentMaxSliceKeys, nullptr, &attr);
-  if (cudaOccupancyMaxActiveClusters(clusters, ResidentDecodeKernel<F32Row>, &cfg) !=
-      cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(clusters, ResidentDecodeKernel<F32Row>, &cfg) != cudaSuccess) {
     // A device without clusters of this size: the route is not offered.
     *clusters = 0;
     cudaGetLastError();

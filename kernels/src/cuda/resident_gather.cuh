@@ -19,13 +19,13 @@ namespace topk::cuda {
 
 // Where the gather sends a rank's keys (rank 0's, remote for the others).
 struct LeaderStores {
-  uint32_t* out;         // committed indices
-  uint32_t* out_count;   // their reservation counter
-  Frontier frontier;     // the frontier's (index, key) entries
-  uint32_t* f_count;     // their reservation counter
-  uint32_t* hist;        // the frontier's level-0 digits (key >> shift0, 11 bits)
+  uint32_t* out;        // committed indices
+  uint32_t* out_count;  // their reservation counter
+  Frontier frontier;    // the frontier's (index, key) entries
+  uint32_t* f_count;    // their reservation counter
+  uint32_t* hist;       // the frontier's level-0 digits (key >> shift0, 11 bits)
   int shift0;
-  bool push_frontier;    // false: only the committed indices (rank 0 re-scans)
+  bool push_frontier;  // false: only the committed indices (rank 0 re-scans)
 };
 
 // The keys [0, len) of the rank whose segment starts at row index beg. The

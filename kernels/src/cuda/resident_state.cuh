@@ -72,8 +72,8 @@ __device__ __forceinline__ ResidentRank MakeResidentRank(SharedState<kThreads>& 
   uint32_t* hists = a + 2 * kResidentFrontierA;
   auto* counts = reinterpret_cast<ResidentCounts*>(hists + 2 * kCoarseBins);
   auto* totals = reinterpret_cast<ResidentTotals*>(counts + 1);
-  return ResidentRank{a, hists, hists + kCoarseBins, counts, totals,
-                      reinterpret_cast<uint32_t*>(totals + 1)};
+  return ResidentRank{a,      hists,  hists + kCoarseBins,
+                      counts, totals, reinterpret_cast<uint32_t*>(totals + 1)};
 }
 
 // Rank 0's two refinement stores, shared memory only (the route keeps no

@@ -217,9 +217,9 @@ struct ResidentCell {
 };
 inline constexpr int64_t kResidentMinWidth = 16384;
 inline constexpr ResidentCell kResidentRegion[] = {
-    {1024, 65536, 8},    // 1 and 8 rows of 64K: 0.69-0.91x warm, 0.98-1.04x cold
-    {2048, 32768, 64},   // 1-64 rows of 32K: 0.54-0.86x warm and cold
-    {2048, 131072, 8},   // 1 and 8 rows of 128K: 0.79-0.89x warm, 0.85-0.99x cold
+    {1024, 65536, 8},   // 1 and 8 rows of 64K: 0.69-0.91x warm, 0.98-1.04x cold
+    {2048, 32768, 64},  // 1-64 rows of 32K: 0.54-0.86x warm and cold
+    {2048, 131072, 8},  // 1 and 8 rows of 128K: 0.79-0.89x warm, 0.85-0.99x cold
 };
 
 }  // namespace topk::planner

@@ -87,63 +87,15 @@ class ClusterRouteTest : public CudaSelectorTest {
 // {0, 1, K-1, K, K+1, width} and full rows.
 TEST_P(ClusterRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
   MAKE_CLUSTER_OR_SKIP(sel);
-  uint64_t seed = 300;
-  for (Distribution d : testing::kAllDistributions) {
-    for (int32_t k : {1, 100, 2048, 4096}) {
-      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
-        for (int mode = 0; mode < 4; ++mode) {
-          GeneratorSpec spec;
-          spec.distribution = d;
-          spec.rows = 7;
-          spec.width = 70001;
-          spec.k = k;
-          spec.layout = layout;
-          spec.lengths = LengthPattern::kEdges;
-          spec.padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
-          spec.seed = ++seed;
-          SelectOptions o;
-          o.sorted = mode & 1;
-          o.deterministic = mode & 2;
-          const std::string what = std::string(testing::DistributionName(d)) +
-                                   " k=" + std::to_string(k) +
-                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
-                                   std::to_string(mode);
-          CheckRoute(*sel, Gen(spec), k, o, what);
-          if (HasFatalFailure()) return;
-        }
-      }
-    }
-  }
+  ForEachEdgeLengthCase(300, [&](const GeneratorSpec& spec, int32_t k, const SelectOptions& o,
+                                 const std::string& what) {
+    CheckRoute(*sel, Gen(spec), k, o, what);
+    return !HasFatalFailure();
+  });
 }
 
-// The K-th value inside one coarse bin that holds `in_bin` distinct values,
-// with 300 values at the bottom of the bin above (they share the bin's
-// leading key bits) and the rest of the row far below. in_bin 5000: the
-// frontier is gathered into rank 0; 30000: it exceeds rank 0's store and
-// refinement re-scans the row.
-ScoreMatrix BoundaryInOneBinRows(int in_bin, int64_t width) {
-  const float base = 0.7f;
-  const float above_start = CoarseCutoff(Coarse(base) - 1);
-  ScoreMatrix m;
-  m.rows = 2;
-  m.width = width;
-  m.pitch = width;
-  m.scores.assign(m.rows * width, -5.f);
-  std::mt19937_64 rng(in_bin);
-  for (int64_t r = 0; r < m.rows; ++r) {
-    std::vector<float> row(width, -5.f);
-    for (int i = 0; i < 300; ++i) row[i] = FloatsAbove(above_start, i);
-    // Row 1: 20-way ties inside the bin.
-    for (int i = 0; i < in_bin; ++i) row[300 + i] = FloatsAbove(base, r == 0 ? i : i / 20);
-    std::normal_distribution<float> normal(-3.f, 0.5f);
-    for (int64_t i = 300 + in_bin; i < width; ++i) row[i] = std::min(normal(rng), -1.f);
-    std::shuffle(row.begin(), row.end(), rng);
-    std::copy(row.begin(), row.end(), m.scores.begin() + r * width);
-  }
-  m.lengths.assign(m.rows, static_cast<int32_t>(width));
-  return m;
-}
-
+// BoundaryInOneBinRows: in_bin 5000: the frontier is gathered into rank 0;
+// 30000: it exceeds rank 0's store and refinement re-scans the row.
 TEST_P(ClusterRouteTest, BoundaryInsideOneCoarseBin) {
   MAKE_CLUSTER_OR_SKIP(sel);
   for (int in_bin : {5000, 30000}) {
@@ -168,14 +120,7 @@ TEST_P(ClusterRouteTest, BoundaryInsideOneCoarseBin) {
 // status and empty rows; the verifier takes valid lengths only).
 TEST_P(ClusterRouteTest, InfinityFloodsNanAndBadLengths) {
   MAKE_CLUSTER_OR_SKIP(sel);
-  constexpr int64_t kWidth = 100000;
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  ScoreMatrix m = InfinityFloodRows(9, kWidth, 11, 60000);
-  m.scores[4 * kWidth + 77777] = nan;  // rank 6 of 8 (or 12 of 16)
-  m.lengths[5] = 1500;                 // L <= K, with a NaN: one CTA
-  m.scores[5 * kWidth + 1499] = nan;
-  m.lengths[6] = 90000;
-  m.scores[6 * kWidth + 90000] = nan;  // beyond L
+  ScoreMatrix m = FloodAndNanRows(100000, 11);
   m = Typed(std::move(m));
   for (int mode = 0; mode < 4; ++mode) {
     SelectOptions o;
@@ -184,15 +129,11 @@ TEST_P(ClusterRouteTest, InfinityFloodsNanAndBadLengths) {
     CheckRoute(*sel, m, 2048, o, "floods mode " + std::to_string(mode));
     if (HasFatalFailure()) return;
   }
-  m.lengths[7] = -3;
-  m.lengths[8] = static_cast<int32_t>(kWidth + 1);
+  SetBadLengths(m);
   std::vector<int32_t> out;
   std::vector<RowStatus> status;
   RunOn(*sel, m, 2048, {}, &out, &status);
-  ExpectEachRow(m, 2048,
-                {RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kNan,
-                 RowStatus::kNan, RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength},
-                out, status);
+  ExpectEachRow(m, 2048, kFloodAndNanStatuses, out, status);
   if (HasFatalFailure()) return;
   EXPECT_EQ(last_stats_.cluster_rows, 5);  // rows 0-3 and 6
 }

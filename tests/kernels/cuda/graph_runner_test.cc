@@ -33,7 +33,8 @@ TEST_P(GraphRunnerTest, ReplaysRunAheadWithoutHostSyncs) {
   std::vector<Case> cases = {{"persistent", 300, 40000, Route::kPersistentSampled, persistent},
                              {"short-row", 64, 8000, Route::kShortRowExact, {}}};
   // The KV-split kernel runs 512 threads whatever the persistent variant.
-  if (Ctas() == 2) cases.push_back({"kv-split", 6, 100000, Route::kKvSplitSampled, KvSplitConfig()});
+  if (Ctas() == 2)
+    cases.push_back({"kv-split", 6, 100000, Route::kKvSplitSampled, KvSplitConfig()});
   const int32_t k = 512;
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);

@@ -79,66 +79,21 @@ class ResidentRouteTest : public CudaSelectorTest {
 // {0, 1, K-1, K, K+1, width} and full rows.
 TEST_P(ResidentRouteTest, EveryGeneratorEveryKBothLayoutsAllModes) {
   MAKE_RESIDENT_OR_SKIP(sel);
-  uint64_t seed = 900;
-  for (Distribution d : testing::kAllDistributions) {
-    for (int32_t k : {1, 100, 2048, 4096}) {
-      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
-        for (int mode = 0; mode < 4; ++mode) {
-          GeneratorSpec spec;
-          spec.distribution = d;
-          spec.rows = 7;
-          spec.width = 70001;
-          spec.k = k;
-          spec.layout = layout;
-          spec.lengths = LengthPattern::kEdges;
-          spec.padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
-          spec.seed = ++seed;
-          SelectOptions o;
-          o.sorted = mode & 1;
-          o.deterministic = mode & 2;
-          const std::string what = std::string(testing::DistributionName(d)) +
-                                   " k=" + std::to_string(k) +
-                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
-                                   std::to_string(mode);
-          CheckRoute(*sel, Gen(spec), k, o, what);
-          if (HasFatalFailure()) return;
-        }
-      }
-    }
-  }
+  ForEachEdgeLengthCase(900, [&](const GeneratorSpec& spec, int32_t k, const SelectOptions& o,
+                                 const std::string& what) {
+    CheckRoute(*sel, Gen(spec), k, o, what);
+    return !HasFatalFailure();
+  });
 }
 
-// The K-th value inside one coarse bin of `in_bin` distinct values (or
-// 20-way ties), 300 values at the bottom of the bin above, the rest far
-// below. 5000: the bin is the frontier, gathered into rank 0; 30000: it
-// exceeds rank 0's store and the ranks split it on chip (rows whose 16-bit
-// rounding leaves the K-th value's digit too large are re-scanned).
-ScoreMatrix OneBinBoundaryRows(int in_bin, int64_t width) {
-  const float base = 0.7f;
-  const float above_start = CoarseCutoff(Coarse(base) - 1);
-  ScoreMatrix m;
-  m.rows = 2;
-  m.width = width;
-  m.pitch = width;
-  m.scores.assign(m.rows * width, -5.f);
-  std::mt19937_64 rng(in_bin + 7);
-  for (int64_t r = 0; r < m.rows; ++r) {
-    std::vector<float> row(width, -5.f);
-    for (int i = 0; i < 300; ++i) row[i] = FloatsAbove(above_start, i);
-    for (int i = 0; i < in_bin; ++i) row[300 + i] = FloatsAbove(base, r == 0 ? i : i / 20);
-    std::normal_distribution<float> normal(-3.f, 0.5f);
-    for (int64_t i = 300 + in_bin; i < width; ++i) row[i] = std::min(normal(rng), -1.f);
-    std::shuffle(row.begin(), row.end(), rng);
-    std::copy(row.begin(), row.end(), m.scores.begin() + r * width);
-  }
-  m.lengths.assign(m.rows, static_cast<int32_t>(width));
-  return m;
-}
-
+// BoundaryInOneBinRows: in_bin 5000: the bin is the frontier, gathered into
+// rank 0; 30000: it exceeds rank 0's store and the ranks split it on chip
+// (rows whose 16-bit rounding leaves the K-th value's digit too large are
+// re-scanned).
 TEST_P(ResidentRouteTest, BoundaryInsideOneCoarseBin) {
   MAKE_RESIDENT_OR_SKIP(sel);
   for (int in_bin : {5000, 30000}) {
-    const ScoreMatrix m = Typed(OneBinBoundaryRows(in_bin, 131072));
+    const ScoreMatrix m = Typed(BoundaryInOneBinRows(in_bin, 131072));
     for (int mode = 0; mode < 4; ++mode) {
       SelectOptions o;
       o.sorted = mode & 1;
@@ -152,7 +107,9 @@ TEST_P(ResidentRouteTest, BoundaryInsideOneCoarseBin) {
       if (in_bin > static_cast<int>(topk::planner::kResident.frontier_a)) {
         // The split ran: the frontier is one digit of the bin, not the bin.
         EXPECT_LT(last_stats_.candidates, m.rows * in_bin) << "the bin was not split";
-        if (Dtype() == ScoreType::kFloat32) EXPECT_EQ(last_stats_.rescans, 0);
+        if (Dtype() == ScoreType::kFloat32) {
+          EXPECT_EQ(last_stats_.rescans, 0);
+        }
       }
     }
   }
@@ -162,14 +119,7 @@ TEST_P(ResidentRouteTest, BoundaryInsideOneCoarseBin) {
 // an L <= K row, a NaN just beyond L (ignored); then two bad lengths.
 TEST_P(ResidentRouteTest, InfinityFloodsNanAndBadLengths) {
   MAKE_RESIDENT_OR_SKIP(sel);
-  constexpr int64_t kWidth = 100000;
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  ScoreMatrix m = InfinityFloodRows(9, kWidth, 13, 60000);
-  m.scores[4 * kWidth + 77777] = nan;
-  m.lengths[5] = 1500;  // L <= K, with a NaN: rank 0 alone
-  m.scores[5 * kWidth + 1499] = nan;
-  m.lengths[6] = 90000;
-  m.scores[6 * kWidth + 90000] = nan;  // beyond L
+  ScoreMatrix m = FloodAndNanRows(100000, 13);
   m = Typed(std::move(m));
   for (int mode = 0; mode < 4; ++mode) {
     SelectOptions o;
@@ -178,15 +128,11 @@ TEST_P(ResidentRouteTest, InfinityFloodsNanAndBadLengths) {
     CheckRoute(*sel, m, 2048, o, "floods mode " + std::to_string(mode));
     if (HasFatalFailure()) return;
   }
-  m.lengths[7] = -3;
-  m.lengths[8] = static_cast<int32_t>(kWidth + 1);
+  SetBadLengths(m);
   std::vector<int32_t> out;
   std::vector<RowStatus> status;
   RunOn(*sel, m, 2048, {}, &out, &status);
-  ExpectEachRow(m, 2048,
-                {RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kOk, RowStatus::kNan,
-                 RowStatus::kNan, RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength},
-                out, status);
+  ExpectEachRow(m, 2048, kFloodAndNanStatuses, out, status);
   if (HasFatalFailure()) return;
   EXPECT_EQ(last_stats_.resident_rows, 5);  // rows 0-3 and 6
 }
@@ -252,15 +198,17 @@ TEST_P(ResidentRouteTest, DegenerateWidestRows) {
     GeneratorSpec spec;
     spec.distribution = d;
     spec.rows = 2;
-    spec.width = int64_t{topk::planner::kResident.max_cluster} *
-                 topk::planner::kResident.max_slice_keys;
+    spec.width =
+        int64_t{topk::planner::kResident.max_cluster} * topk::planner::kResident.max_slice_keys;
     const ScoreMatrix m = Gen(spec);
     SelectOptions o;
     o.deterministic = true;
     const std::string what = std::string(testing::DistributionName(d)) + " det";
     CheckRoute(*sel, m, 2048, o, what);
     if (HasFatalFailure()) return;
-    if (d != Distribution::kOneBinCluster) EXPECT_GT(last_stats_.rescans, 0) << what;
+    if (d != Distribution::kOneBinCluster) {
+      EXPECT_GT(last_stats_.rescans, 0) << what;
+    }
   }
 }
 

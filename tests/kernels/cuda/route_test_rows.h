@@ -1,11 +1,13 @@
 // Rows and checks the route suites share (the short-row route, the
-// persistent kernel's exact route on short rows, the cluster route): an
-// answer against the reference or row by row, infinity floods, and the
-// short-row suites' fixture with its NaN and bad-length rows.
+// persistent kernel's exact route on short rows, the cluster and resident
+// routes): an answer against the reference or row by row, infinity floods,
+// one-bin boundaries, the edge-length sweep, and the short-row suites'
+// fixture with its NaN and bad-length rows.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +17,7 @@
 
 #include "selector_fixture.h"
 #include "short_row_matrices.h"
+#include "topk/keys.h"
 
 namespace topk::cuda_test {
 
@@ -41,6 +44,64 @@ inline void ExpectReferenceAnswer(const ScoreMatrix& m, int32_t k, const SelectO
           << what << ": row " << r << " (L " << m.lengths[r] << ") differs";
     }
   }
+}
+
+// Every generator, K in {1, 100, 2048, 4096}, both layouts and the four modes
+// over rows of 70001 (segments end off the 16-byte grid) with the edge lengths
+// {0, 1, K-1, K, K+1, width}: check(spec, k, options, what) for each; it
+// returns false to stop (a fatal failure).
+template <typename Check>
+void ForEachEdgeLengthCase(uint64_t seed, Check&& check) {
+  for (Distribution d : testing::kAllDistributions) {
+    for (int32_t k : {1, 100, 2048, 4096}) {
+      for (Layout layout : {Layout::kPitched, Layout::kPacked}) {
+        for (int mode = 0; mode < 4; ++mode) {
+          GeneratorSpec spec;
+          spec.distribution = d;
+          spec.rows = 7;
+          spec.width = 70001;
+          spec.k = k;
+          spec.layout = layout;
+          spec.lengths = LengthPattern::kEdges;
+          spec.padding = (mode & 1) ? std::numeric_limits<float>::quiet_NaN() : 1e9f;
+          spec.seed = ++seed;
+          SelectOptions o;
+          o.sorted = mode & 1;
+          o.deterministic = mode & 2;
+          const std::string what = std::string(testing::DistributionName(d)) +
+                                   " k=" + std::to_string(k) +
+                                   (layout == Layout::kPacked ? " packed" : " pitched") + " mode " +
+                                   std::to_string(mode);
+          if (!check(spec, k, o, what)) return;
+        }
+      }
+    }
+  }
+}
+
+// The K-th value inside one coarse bin that holds `in_bin` distinct values
+// (row 1: 20-way ties), with 300 values at the bottom of the bin above (they
+// share the bin's leading key bits) and the rest of the row far below.
+inline ScoreMatrix BoundaryInOneBinRows(int in_bin, int64_t width) {
+  const float base = 0.7f;
+  const float above_start = CoarseCutoff(Coarse(base) - 1);
+  ScoreMatrix m;
+  m.rows = 2;
+  m.width = width;
+  m.pitch = width;
+  m.scores.assign(m.rows * width, -5.f);
+  std::mt19937_64 rng(in_bin);
+  for (int64_t r = 0; r < m.rows; ++r) {
+    std::vector<float> row(width, -5.f);
+    for (int i = 0; i < 300; ++i) row[i] = FloatsAbove(above_start, i);
+    for (int i = 0; i < in_bin; ++i) row[300 + i] = FloatsAbove(base, r == 0 ? i : i / 20);
+    std::normal_distribution<float> normal(-3.f, 0.5f);
+    for (int64_t i = 300 + in_bin; i < width; ++i) row[i] = std::min(normal(rng), -1.f);
+    std::shuffle(row.begin(), row.end(), rng);
+    std::copy(row.begin(), row.end(), m.scores.begin() + r * width);
+  }
+  m.lengths.assign(m.rows, static_cast<int32_t>(width));
+  return m;
 }
 
 // FP32 rows of `width` normal values (seeded), each value drawing u uniform in
@@ -73,6 +134,29 @@ inline ScoreMatrix InfinityFloodRows(int64_t rows, int64_t width, uint64_t seed,
   }
   return m;
 }
+
+// InfinityFloodRows' nine rows of `width` (100000 or more) with a NaN in row
+// 4's body, row 5 at L = 1500 <= K = 2048 with a NaN at its end, row 6 at
+// 90000 with a NaN just beyond (ignored); rows 7 and 8 keep full lengths
+// (SetBadLengths makes them -3 and width + 1). FP32, typed by the caller.
+inline ScoreMatrix FloodAndNanRows(int64_t width, uint64_t seed) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ScoreMatrix m = InfinityFloodRows(9, width, seed, 60000);
+  m.scores[4 * width + 77777] = nan;
+  m.lengths[5] = 1500;
+  m.scores[5 * width + 1499] = nan;
+  m.lengths[6] = 90000;
+  m.scores[6 * width + 90000] = nan;
+  return m;
+}
+inline void SetBadLengths(ScoreMatrix& m) {
+  m.lengths[7] = -3;
+  m.lengths[8] = static_cast<int32_t>(m.width + 1);
+}
+// FloodAndNanRows' statuses at K = 2048 after SetBadLengths.
+inline const std::vector<RowStatus> kFloodAndNanStatuses = {
+    RowStatus::kOk,  RowStatus::kOk, RowStatus::kOk,        RowStatus::kOk,       RowStatus::kNan,
+    RowStatus::kNan, RowStatus::kOk, RowStatus::kBadLength, RowStatus::kBadLength};
 
 // Each row of a run's answer alone: its status is want[r]; a row that is not
 // kOk holds -1 in all K slots, a kOk row passes the verifier. The caller

@@ -241,8 +241,7 @@ inline CudaSelectorConfig KvSplitConfig() {
 // row-claim counters back at zero after each replay. grid_rows: the rows one
 // wave of the grid takes (default: the grid, a row per CTA at most).
 inline void CheckGraphReplayOverLiveRows(CudaSelector& selector, const Plan& plan_ref,
-                                         int64_t width, uint64_t seed_base,
-                                         int64_t grid_rows = 0) {
+                                         int64_t width, uint64_t seed_base, int64_t grid_rows = 0) {
   CudaSelector* sel = &selector;
   const Plan* plan = &plan_ref;
   const int32_t k = plan->shape.k;

@@ -38,10 +38,10 @@ TEST(CudaPlannerResidentTest, MeasuredCellsTakeTheRoute) {
     int32_t k;
     int64_t m, n;
   };
-  for (const Cell c : {Cell{512, 1, 65536}, Cell{512, 8, kResidentMinWidth}, Cell{1024, 8, 65536},
-                       Cell{64, 1, 32768}, Cell{2048, 1, 32768}, Cell{2048, 64, 32768},
-                       Cell{1500, 33, 20000}, Cell{2048, 1, 131072}, Cell{2048, 8, 131072},
-                       Cell{1025, 8, 65536}}) {
+  for (const Cell c :
+       {Cell{512, 1, 65536}, Cell{512, 8, kResidentMinWidth}, Cell{1024, 8, 65536},
+        Cell{64, 1, 32768}, Cell{2048, 1, 32768}, Cell{2048, 64, 32768}, Cell{1500, 33, 20000},
+        Cell{2048, 1, 131072}, Cell{2048, 8, 131072}, Cell{1025, 8, 65536}}) {
     const int32_t k = c.k;
     const int64_t m = c.m, n = c.n;
     const Plan p = MustPlanOn(d, k, m, n);
@@ -124,8 +124,7 @@ TEST(CudaPlannerResidentTest, ForcedEverywhereItServes) {
   EXPECT_EQ(MustPlanOn(d, 2048, 2, widest, c).split, kResident.max_cluster);
   EXPECT_NE(MustPlanOn(d, 2048, 2, widest + 1, c).route, Route::kResidentDecode);
   c.resident_cluster_size = 3;
-  EXPECT_FALSE(
-      PlanCudaSelection(ProblemShape{2048, 1, 131072, Layout::kPitched}, {}, d, c).ok());
+  EXPECT_FALSE(PlanCudaSelection(ProblemShape{2048, 1, 131072, Layout::kPitched}, {}, d, c).ok());
 }
 
 }  // namespace

@@ -35,6 +35,6 @@
   /* rows the short-row route served (one CTA per row, no sampling) */         \
   X(short_rows, kShortRows)                                                    \
   /* rows a whole cluster served (the cluster route, not its one-CTA rows) */  \
-  X(cluster_rows, kClusterRows)                                               \
-  /* rows the resident decode route served (the row kept on chip) */         \
+  X(cluster_rows, kClusterRows)                                                \
+  /* rows the resident decode route served (the row kept on chip) */           \
   X(resident_rows, kResidentRows)
