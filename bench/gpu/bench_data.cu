@@ -21,12 +21,13 @@ __device__ __forceinline__ float U01(uint64_t x) {
 // drawn as N(mu, 1) where mu carries an attention sink (first positions),
 // recency (last positions) and topical segments (5% of 256-token blocks).
 // Padding beyond L is -inf (the dense baselines' mask).
-__global__ void GenerateIndexerKernel(float* out, int64_t rows, int64_t width, uint64_t seed) {
+__global__ void GenerateIndexerKernel(float* out, int64_t rows, int64_t width, uint64_t seed,
+                                      int per_request) {
   const int64_t total = rows * width;
   for (int64_t t = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; t < total;
        t += int64_t{gridDim.x} * blockDim.x) {
     const int64_t r = t / width, i = t % width;
-    const int64_t L = CausalLength(r, rows, width);
+    const int64_t L = RowLength(r, rows, width, per_request);
     if (i >= L) {
       out[t] = -INFINITY;
       continue;
@@ -60,12 +61,13 @@ __global__ void NarrowScoresKernel(const float* in, uint16_t* out, int64_t n, in
 // Scan-only control: the persistent selector's row schedule (row per CTA,
 // grid-stride over rows) with only the 16-byte row read (elements of
 // elem_bytes; pitch in elements, a multiple of 16 bytes).
-__global__ void __launch_bounds__(512) ScanRowsKernel(const uint8_t* scores, int64_t pitch,
-                                                      int elem_bytes, int64_t rows, float* sink) {
+__global__ void __launch_bounds__(512)
+    ScanRowsKernel(const uint8_t* scores, int64_t pitch, int elem_bytes, int64_t rows, float* sink,
+                   int per_request) {
   uint32_t acc = 0;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint4* row = reinterpret_cast<const uint4*>(scores + r * pitch * elem_bytes);
-    const int64_t n16 = CausalLength(r, rows, pitch) * elem_bytes / 16;
+    const int64_t n16 = RowLength(r, rows, pitch, per_request) * elem_bytes / 16;
     for (int64_t i = threadIdx.x; i < n16; i += 512 * 4) {
       uint4 v[4];
 #pragma unroll
@@ -79,29 +81,31 @@ __global__ void __launch_bounds__(512) ScanRowsKernel(const uint8_t* scores, int
   if (acc == 0x12345u) sink[0] = 1.f;
 }
 
-__global__ void FillLengthsKernel(int32_t* l, int64_t rows, int64_t width) {
+__global__ void FillLengthsKernel(int32_t* l, int64_t rows, int64_t width, int per_request) {
   const int64_t r = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (r < rows) l[r] = static_cast<int32_t>(CausalLength(r, rows, width));
+  if (r < rows) l[r] = static_cast<int32_t>(RowLength(r, rows, width, per_request));
 }
 
 }  // namespace
 
-void GenerateIndexer(float* out, int64_t rows, int64_t width, uint64_t seed, cudaStream_t stream) {
-  GenerateIndexerKernel<<<8192, 256, 0, stream>>>(out, rows, width, seed);
+void GenerateIndexer(float* out, int64_t rows, int64_t width, uint64_t seed, cudaStream_t stream,
+                     int per_request) {
+  GenerateIndexerKernel<<<8192, 256, 0, stream>>>(out, rows, width, seed, per_request);
 }
 
 void NarrowScores(const float* in, uint16_t* out, int64_t n, bool fp16, cudaStream_t stream) {
   NarrowScoresKernel<<<8192, 256, 0, stream>>>(in, out, n, fp16 ? 1 : 0);
 }
 
-void FillCausalLengths(int32_t* lengths, int64_t rows, int64_t width, cudaStream_t stream) {
-  FillLengthsKernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(lengths, rows,
-                                                                                   width);
+void FillLengths(int32_t* lengths, int64_t rows, int64_t width, cudaStream_t stream,
+                 int per_request) {
+  FillLengthsKernel<<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(
+      lengths, rows, width, per_request);
 }
 
 void ScanRows(const uint8_t* scores, int64_t pitch, int elem_bytes, int64_t rows, float* sink,
-              int grid, cudaStream_t stream) {
-  ScanRowsKernel<<<grid, 512, 0, stream>>>(scores, pitch, elem_bytes, rows, sink);
+              int grid, cudaStream_t stream, int per_request) {
+  ScanRowsKernel<<<grid, 512, 0, stream>>>(scores, pitch, elem_bytes, rows, sink, per_request);
 }
 
 }  // namespace topk::bench

@@ -17,7 +17,7 @@
 //                       [--alt_cluster_size=8|16] [--cluster_ctas_per_sm=1|2]
 //                       [--alt_cluster_ctas_per_sm=1|2] [--times_csv=FILE]
 //                       [--resident=0|1|-1] [--resident_cluster_size=1..16]
-//                       [--alt_resident=0|1|-1]
+//                       [--alt_resident=0|1|-1] [--spec_rows=N]
 // --alt_cluster times a second selector with that cluster-route setting (A/B
 // of the cluster route against the route it replaces); --times_csv appends
 // every timed repetition (shape, selector, route, ms) for percentiles.
@@ -59,6 +59,9 @@ ABSL_FLAG(int32_t, reps, 0, "repetitions per shape (0: by size, 15 or 40)");
 ABSL_FLAG(std::string, shapes, "",
           "M:N pairs, comma separated (empty: the 20-shape matrix, then the decode shapes)");
 ABSL_FLAG(int32_t, k, 2048, "K, the rank selected per row");
+ABSL_FLAG(int32_t, spec_rows, 1,
+          "rows per request (speculative decoding: a request's rows end at L - n + 1 .. L, the "
+          "requests' L causal); 1: causal rows");
 ABSL_FLAG(std::string, dtype, "fp32", "score type of the rows: fp32, bf16 or fp16");
 ABSL_FLAG(bool, exact, true, "also time the exact route (sampling off) on the same data");
 ABSL_FLAG(std::string, times_csv, "", "append every timed repetition here (empty: none)");
@@ -156,6 +159,11 @@ int main(int argc, char** argv) {
     }
   }
   const int32_t k = absl::GetFlag(FLAGS_k);
+  const int per_request = absl::GetFlag(FLAGS_spec_rows);
+  if (per_request < 1) {
+    std::fprintf(stderr, "--spec_rows must be >= 1\n");
+    return 2;
+  }
   const std::string dtype_name = absl::GetFlag(FLAGS_dtype);
   topk::ScoreType dtype = topk::ScoreType::kFloat32;
   if (dtype_name == "bf16") {
@@ -195,7 +203,9 @@ int main(int argc, char** argv) {
   auto sink = Must(topk::cuda::AllocateDevice<float>(1));
   for (auto [m, n] : shapes) {
     double bytes = 0;
-    for (int64_t r = 0; r < m; ++r) bytes += double{elem} * topk::bench::CausalLength(r, m, n);
+    for (int64_t r = 0; r < m; ++r) {
+      bytes += static_cast<double>(elem) * topk::bench::RowLength(r, m, n, per_request);
+    }
     const int64_t mat = m * n;
     const int64_t mat_bytes = mat * elem;
     // Enough copies that the rotation cannot be served from the 60 MiB L2.
@@ -209,7 +219,7 @@ int main(int argc, char** argv) {
       for (int c = 0; c < copies; ++c) {
         float* target =
             elem == 4 ? reinterpret_cast<float*>(data.get() + c * mat_bytes) : wide.get();
-        topk::bench::GenerateIndexer(target, m, n, 1000 + c, st);
+        topk::bench::GenerateIndexer(target, m, n, 1000 + c, st, per_request);
         CHECK_CUDA(cudaGetLastError());
         if (elem != 4) {
           topk::bench::NarrowScores(wide.get(),
@@ -221,7 +231,7 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaStreamSynchronize(st));
     }
     auto lengths = Must(topk::cuda::AllocateDevice<int32_t>(m));
-    topk::bench::FillCausalLengths(lengths.get(), m, n, st);
+    topk::bench::FillLengths(lengths.get(), m, n, st, per_request);
     CHECK_CUDA(cudaGetLastError());
     auto out = Must(topk::cuda::AllocateDevice<int32_t>(m * k));
     CHECK_CUDA(cudaStreamSynchronize(st));
@@ -373,7 +383,8 @@ int main(int argc, char** argv) {
       row.scan =
           topk::bench::TimeRepeated(st, ev0.get(), ev1.get(), 2, reps, [&](int it) {
             const int c = it % copies;
-            topk::bench::ScanRows(data.get() + c * mat_bytes, n, elem, m, sink.get(), grid, st);
+            topk::bench::ScanRows(data.get() + c * mat_bytes, n, elem, m, sink.get(), grid, st,
+                                  per_request);
             CHECK_CUDA(cudaGetLastError());
           }).median;
     }

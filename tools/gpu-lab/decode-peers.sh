@@ -10,7 +10,9 @@
 # usage: tools/gpu-lab/decode-peers.sh [steps]   (tests,peers,base,phases,sizes; default
 #   all but sizes). sizes: the route forced on every shape at each cluster size
 #   (2, 4, 8, 16; the width may raise it), topk-bench-gpu, the sweep behind
-#   the planner's region. suite: the whole GPU suite (gpu-check.sh tests) beside
+#   the planner's region. spec: speculative-decoding rows (requests of 2 and 4
+#   rows ending at L - n + 1 .. L, topk-bench-gpu --spec_rows) at K = 2048 and
+#   512, the planner beside the route the resident one replaces. suite: the whole GPU suite (gpu-check.sh tests) beside
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size (FP32), in parallel.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60).
@@ -85,6 +87,15 @@ if has sizes; then
         --resident_cluster_size="$size" --csv "$OUT/sizes_k${k}_c$size.csv" \
         >"$OUT/sizes_k${k}_c$size.log" 2>&1
       echo "sizes K=$k cluster=$size rc=$?"
+    done
+  done
+fi
+if has spec; then
+  for k in 2048 512; do
+    for n in 2 4; do
+      "$bin/topk-bench-gpu" --k "$k" --shapes "$(shapes_for $k)" --reps 30 --spec_rows="$n" \
+        --alt_resident=-1 --csv "$OUT/spec_k${k}_n$n.csv" >"$OUT/spec_k${k}_n$n.log" 2>&1
+      echo "spec K=$k rows per request=$n rc=$?"
     done
   done
 fi
