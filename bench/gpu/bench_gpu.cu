@@ -380,13 +380,12 @@ int main(int argc, char** argv) {
     }
     {
       const int grid = std::min<int64_t>(m, 264);
-      row.scan =
-          topk::bench::TimeRepeated(st, ev0.get(), ev1.get(), 2, reps, [&](int it) {
-            const int c = it % copies;
-            topk::bench::ScanRows(data.get() + c * mat_bytes, n, elem, m, sink.get(), grid, st,
-                                  per_request);
-            CHECK_CUDA(cudaGetLastError());
-          }).median;
+      row.scan = topk::bench::TimeRepeated(st, ev0.get(), ev1.get(), 2, reps, [&](int it) {
+                   const int c = it % copies;
+                   topk::bench::ScanRows(data.get() + c * mat_bytes, n, elem, m, sink.get(), grid,
+                                         st, per_request);
+                   CHECK_CUDA(cudaGetLastError());
+                 }).median;
     }
     unsigned long long bad = 0;
     CHECK_CUDA(cudaMemcpy(&bad, bad_dev.get(), 8, cudaMemcpyDeviceToHost));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The decode shapes against the public selectors (issue "Selector V"), on the
 # GPU machine, in one call: the resident route's tests, then
-# ../shared/peers/peer_bench.py (copied into .carry/peers) on the decode
+# the public selectors' harness peer_bench.py (carried in .carry/peers) on the decode
 # shapes, warm L2 (rows just read) and cold (flushed), K = 2048 at N = 32K and
 # 128K, K = 512 and 1024 at 64K and 256K, M = 1..256; the baseline library
 # (.carry/gpu/lib-base/libtopk_c.so: the previous main, when packed) on the
