@@ -43,6 +43,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_format.h"
 #include "bench_config.h"
 #include "bench_data.h"
 #include "bench_timing.h"
@@ -433,13 +434,14 @@ int main(int argc, char** argv) {
     std::fprintf(
         f,
         "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f\n",
+        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f,%s,%s\n",
         static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(), r.ours,
         r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate, r.mean_cands, r.bad,
         r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep", r.us_proposal, r.us_admit,
         r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt, r.alt / r.floor, r.alt_us_proposal,
         r.alt_us_admit, r.alt_us_refine, r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands,
-        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us);
+        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us,
+        r.steps.c_str(), r.alt_steps.c_str());
   }
   std::fclose(f);
   if (times_csv != nullptr) std::fclose(times_csv);

@@ -12,7 +12,9 @@
 #   (2, 4, 8, 16; the width may raise it), topk-bench-gpu, the sweep behind
 #   the planner's region. spec: speculative-decoding rows (requests of 2 and 4
 #   rows ending at L - n + 1 .. L, topk-bench-gpu --spec_rows) at K = 2048 and
-#   512, the planner beside the route the resident one replaces. suite: the whole GPU suite (gpu-check.sh tests) beside
+#   512, the planner beside the route the resident one replaces. steps: the
+#   resident route's step timers at the planner's cluster size and at 4, 8,
+#   16 ranks. suite: the whole GPU suite (gpu-check.sh tests) beside
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size (FP32), in parallel.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60).
@@ -87,6 +89,21 @@ if has sizes; then
         --resident_cluster_size="$size" --csv "$OUT/sizes_k${k}_c$size.csv" \
         >"$OUT/sizes_k${k}_c$size.log" 2>&1
       echo "sizes K=$k cluster=$size rc=$?"
+    done
+  done
+fi
+if has steps; then
+  # The resident route's step timers (load, its barrier, exchange, boundary,
+  # gather, its barrier; bench "steps" lines) at the planner's cluster size
+  # and at 4, 8 and 16 ranks, on the shapes the route serves.
+  for size in 0 4 8 16; do
+    for k in 2048 1024 512; do
+      if [ "$k" = 2048 ]; then sh="1:32768,8:32768,32:32768,1:131072,8:131072"; else sh="1:65536,8:65536"; fi
+      "$bin/topk-bench-gpu" --k "$k" --shapes "$sh" --reps 40 --resident=1 \
+        --resident_cluster_size="$size" --csv "$OUT/steps_k${k}_c$size.csv" \
+        >"$OUT/steps_k${k}_c$size.log" 2>&1
+      echo "steps K=$k cluster=$size rc=$?"
+      grep -E "^fp32 M=|steps M=" "$OUT/steps_k${k}_c$size.log" | sed 's/  */ /g'
     done
   done
 fi

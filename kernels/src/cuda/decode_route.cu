@@ -89,8 +89,16 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
 
   for (int64_t r = blockIdx.x / ranks; r < a.num_rows; r += gridDim.x / ranks) {
     const RowScope scope{a, p, r, k};
+    const long long row_start = clock64();
+    // The length's global read is in flight while the histograms are
+    // cleared (rows answered whole clear them too, harmlessly).
     const int64_t length = a.lengths[r];
+    for (uint32_t i = tid; i < kCoarseBins; i += kB) {
+      mine.view_hist[i] = 0u, mine.total_hist[i] = 0u, s.hist[i] = 0u;
+    }
+    if (tid == 0) *mine.counts = ResidentCounts{}, s.out_count = 0u;
     const Row row = RowOf<Row>(a, p, r);
+    __syncthreads();
     if (length < 0 || length > a.width || length <= p.k) {
       if (me != 0) continue;
       if (!scope.FailBadLength<kB>(length)) {
@@ -98,10 +106,16 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       }
       continue;
     }
-    long long clock_mark = clock64();
+    long long clock_mark = row_start;
     const PhaseClock clock{p, clock_mark};
     auto lap = [&](Stat st) {
       if (me == 0) clock.Lap(st);
+    };
+    // The steps within the phases (route_stats.h), on their own mark.
+    long long step_mark = clock_mark;
+    const PhaseClock step_clock{p, step_mark};
+    auto step = [&](Stat st) {
+      if (me == 0) step_clock.Lap(st);
     };
     if (me == 0 && tid == 0 && p.row_trace != nullptr) TraceStamp(scope.Trace(), kTraceStart);
     const uint32_t L = static_cast<uint32_t>(length);
@@ -111,19 +125,18 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     const uint32_t beg = min(L, me * chunk);
     const uint32_t len = min(L, beg + chunk) - beg;
     if (chunk > slice_keys) __trap();  // the planner sized the slice for N_cap
-    for (uint32_t i = tid; i < kCoarseBins; i += kB) {
-      mine.view_hist[i] = 0u, mine.total_hist[i] = 0u, s.hist[i] = 0u;
-    }
-    if (tid == 0) *mine.counts = ResidentCounts{}, s.out_count = 0u;
-    __syncthreads();
     // 1. The one read: keys and the exact coarse histogram.
     if (len > 0) {
       LoadResidentSegment<kB>(row.From(beg), len, mine.keys, mine.view_hist, mine.counts);
     }
+    if (p.stats != nullptr) __syncthreads();  // the step timers' view: the whole CTA's
+    step(Stat::kCyclesResidentLoad);
     cluster.sync();
+    step(Stat::kCyclesResidentLoadWait);
     // 2. The row's histogram and its NaN flag on every rank.
     ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
     cluster.sync();
+    step(Stat::kCyclesResidentExchange);
     if (mine.totals->nan) {
       if (me == 0) {
         scope.Fail<kB>(scope.Out(), RowStatus::kNan);
@@ -167,6 +180,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     const bool direct = p.sorted == 0 && p.deterministic == 0;
     int32_t* out_row = scope.Out();
     lap(Stat::kCyclesProposal);
+    step(Stat::kCyclesResidentBoundary);
     // 3. The committed indices (to the output or rank 0) and the frontier
     // into rank 0, from shared memory (the frontier only when it fits rank
     // 0's store).
@@ -180,8 +194,11 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
                             stored};
       GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
     }
+    if (p.stats != nullptr) __syncthreads();
+    step(Stat::kCyclesResidentGather);
     // Past this barrier no rank reads another's shared memory for this row.
     cluster.sync();
+    step(Stat::kCyclesResidentGatherWait);
     if (me != 0) continue;
     lap(Stat::kCyclesAdmit);
     // 4. Rank 0 refines the frontier to the K - committed values left (its

@@ -37,4 +37,18 @@
   /* rows a whole cluster served (the cluster route, not its one-CTA rows) */  \
   X(cluster_rows, kClusterRows)                                                \
   /* rows the resident decode route served (the row kept on chip) */           \
-  X(resident_rows, kResidentRows)
+  X(resident_rows, kResidentRows)                                              \
+  /* the resident route's steps, rank 0's clock summed over rows (they */      \
+  /* split cycles_proposal and cycles_admit): its own load of keys and */      \
+  /* the coarse histogram, */                                                  \
+  X(cycles_resident_load, kCyclesResidentLoad)                                 \
+  /* the barrier after it (the cluster's slowest load), */                     \
+  X(cycles_resident_load_wait, kCyclesResidentLoadWait)                        \
+  /* the histogram exchange and its barrier, */                                \
+  X(cycles_resident_exchange, kCyclesResidentExchange)                         \
+  /* the boundary search, cutoffs and the on-chip split, */                    \
+  X(cycles_resident_boundary, kCyclesResidentBoundary)                         \
+  /* the gather (reservations, committed indices, frontier to rank 0), */      \
+  X(cycles_resident_gather, kCyclesResidentGather)                             \
+  /* and the barrier that closes it (the cluster's slowest gather) */          \
+  X(cycles_resident_gather_wait, kCyclesResidentGatherWait)
