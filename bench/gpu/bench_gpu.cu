@@ -103,7 +103,21 @@ struct Row {
   std::string alt_route;
   double alt_mean_cands = 0, alt_rescans = 0;
   double alt_us_proposal = 0, alt_us_admit = 0, alt_us_refine = 0, alt_us_finalize = 0;
+  // The resident route's steps, us per row (ours and the variant).
+  std::string steps = "-", alt_steps = "-";
 };
+
+// The resident route's steps (route_stats.h) in us per row: load / its
+// barrier / exchange / boundary / gather / its barrier; "-" for other routes.
+std::string ResidentSteps(const topk::CudaRouteStats& s, double per_row_us) {
+  if (s.resident_rows == 0) return "-";
+  return absl::StrFormat("%.2f/%.2f/%.2f/%.2f/%.2f/%.2f", s.cycles_resident_load * per_row_us,
+                         s.cycles_resident_load_wait * per_row_us,
+                         s.cycles_resident_exchange * per_row_us,
+                         s.cycles_resident_boundary * per_row_us,
+                         s.cycles_resident_gather * per_row_us,
+                         s.cycles_resident_gather_wait * per_row_us);
+}
 
 }  // namespace
 
@@ -331,6 +345,7 @@ int main(int argc, char** argv) {
         row.alt_us_admit = stats.cycles_admit * per_row_us;
         row.alt_us_refine = stats.cycles_refine * per_row_us;
         row.alt_us_finalize = stats.cycles_finalize * per_row_us;
+        row.alt_steps = ResidentSteps(stats, per_row_us);
         row.alt_mean_cands =
             static_cast<double>(stats.candidates) / std::max<int64_t>(stats.rows, 1);
         row.alt_rescans = static_cast<double>(stats.rescans) / std::max<int64_t>(stats.rows, 1);
@@ -347,6 +362,7 @@ int main(int argc, char** argv) {
         row.us_admit = stats.cycles_admit * per_row_us;
         row.us_refine = stats.cycles_refine * per_row_us;
         row.us_finalize = stats.cycles_finalize * per_row_us;
+        row.steps = ResidentSteps(stats, per_row_us);
       } else {
         row.exact = med;
       }
@@ -400,6 +416,13 @@ int main(int argc, char** argv) {
         row.ours_p99, row.floor, row.ours / row.floor, row.exact, row.scan, row.band_rate,
         row.exact_rate, row.mean_cands, row.bad, row.us_proposal, row.us_admit, row.us_refine,
         row.us_finalize);
+    if (row.steps != "-" || row.alt_steps != "-") {
+      std::printf(
+          "  steps M=%5lld N=%7lld us/row load/wait/exchange/boundary/gather/wait: ours %s alt "
+          "%s\n",
+          static_cast<long long>(m), static_cast<long long>(n), row.steps.c_str(),
+          row.alt_steps.c_str());
+    }
     if (row.loop_calls > 0) {
       std::printf(
           "  loop M=%5lld N=%7lld %d back-to-back replays: host %.2f us/call, device %.2f "
