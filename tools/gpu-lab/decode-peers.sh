@@ -17,7 +17,10 @@
 #   16 ranks. suite: the whole GPU suite (gpu-check.sh tests) beside
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size (FP32), in parallel.
-# Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60).
+# Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60),
+#   STEPS_SIZES (the steps' cluster sizes, default "0 4 8 16"), STEPS_BIN (the
+#   steps' benchmark: another build's topk-bench-gpu, for a before/after),
+#   STEPS_TAG (their files' prefix, default steps).
 set -uo pipefail
 steps=${1:-tests,peers,base,phases}
 OUT=${OUT:-/tmp/topk-out}
@@ -43,6 +46,8 @@ if has tests; then
   {
     "$bin/cuda_planner_test" --gtest_brief=1
     echo "cuda_planner_test rc=$?"
+    "$bin/topk_cuda_key_maps_test" --gtest_brief=1
+    echo "topk_cuda_key_maps_test rc=$?"
     for t in fp32 bf16 fp16; do
       (timeout "${TOPK_TEST_TIMEOUT:-300}" "$bin/topk_cuda_test" --gtest_brief=1 \
         --gtest_filter="*ResidentRouteTest*$t:*HalfPrecisionTest.EveryPattern*$t" \
@@ -96,14 +101,15 @@ if has steps; then
   # The resident route's step timers (load, its barrier, exchange, boundary,
   # gather, its barrier; bench "steps" lines) at the planner's cluster size
   # and at 4, 8 and 16 ranks, on the shapes the route serves.
-  for size in 0 4 8 16; do
+  tag=${STEPS_TAG:-steps}
+  for size in ${STEPS_SIZES:-0 4 8 16}; do
     for k in 2048 1024 512; do
       if [ "$k" = 2048 ]; then sh="1:32768,8:32768,32:32768,1:131072,8:131072"; else sh="1:65536,8:65536"; fi
-      "$bin/topk-bench-gpu" --k "$k" --shapes "$sh" --reps 40 --resident=1 \
-        --resident_cluster_size="$size" --csv "$OUT/steps_k${k}_c$size.csv" \
-        >"$OUT/steps_k${k}_c$size.log" 2>&1
-      echo "steps K=$k cluster=$size rc=$?"
-      grep -E "^fp32 M=|steps M=" "$OUT/steps_k${k}_c$size.log" | sed 's/  */ /g'
+      "${STEPS_BIN:-$bin/topk-bench-gpu}" --k "$k" --shapes "$sh" --reps 40 --resident=1 \
+        --resident_cluster_size="$size" --csv "$OUT/${tag}_k${k}_c$size.csv" \
+        >"$OUT/${tag}_k${k}_c$size.log" 2>&1
+      echo "$tag K=$k cluster=$size rc=$?"
+      grep -E "^fp32 M=|steps M=" "$OUT/${tag}_k${k}_c$size.log" | sed 's/  */ /g'
     done
   done
 fi

@@ -154,6 +154,35 @@ TOPK_HD float CoarseCutoff(uint32_t b) {
   return BitsToFloat(BitsOfDescendingKey(lo));
 }
 
+// The value of the non-negative FP16 pattern m (m <= 0x7C00; 0x7C00, +inf,
+// gives 65536: where the finite patterns would go on).
+TOPK_HD float PositiveHalfValue(uint32_t m) {
+  const uint32_t e = m >> 10;
+  return e == 0u ? static_cast<float>(m) * 0x1p-24f
+                 : BitsToFloat(((e + 112u) << 23) | ((m & 0x3FFu) << 13));
+}
+
+// CoarseCutoff(b) without the search (the same bits for every b; keys_test
+// and the device key-maps test compare them): a bin is 32 consecutive FP16
+// patterns, so its edge is where FP32 values start rounding into it. Above
+// zero (b < 1024) the bin's least pattern h is even, so the midpoint below h
+// rounds up into the bin and is the cutoff; below zero the bin's largest
+// magnitude m is odd, so the midpoint past m rounds away from the bin and the
+// cutoff is the next value toward zero. Bin 1023's least pattern is +0: the
+// cutoff is -0.0, as the search gives.
+TOPK_HD float CoarseCutoffClosedForm(uint32_t b) {
+  if (b < kCoarseOfPlusInf) return BitsToFloat(0x7FC00000u);
+  if (b >= kCoarseOfMinusInf) return BitsToFloat(0xFF800000u);
+  if (b < 1024u) {
+    const uint32_t h = 0x7FE0u - 32u * b;
+    if (h == 0u) return BitsToFloat(0x80000000u);
+    return 0.5f * (PositiveHalfValue(h - 1u) + PositiveHalfValue(h));
+  }
+  const uint32_t m = 32u * b + 31u - 0x8000u;
+  const float mid = 0.5f * (PositiveHalfValue(m) + PositiveHalfValue(m + 1u));
+  return BitsToFloat((FloatBits(mid) | 0x80000000u) - 1u);
+}
+
 // ---------------------------------------------------------------------------
 // 16-bit scores (docs/design.md section 1: BF16 and FP16 rows).
 //

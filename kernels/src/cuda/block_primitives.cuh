@@ -261,8 +261,13 @@ struct UnpackFp16 {
 
 // The body of StreamRow for one element type (Unpack). kFilter: a 16-byte
 // load none of whose values is >= the packed threshold t2 or NaN is skipped
-// by the whole warp (the vote keeps f's calls warp-uniform).
-template <int kB, int kUnroll, typename Unpack, bool kFilter, typename Row, typename F>
+// by the whole warp (the vote keeps f's calls warp-uniform). kBatchedTail:
+// the loads past the last full step of kUnroll are issued together too (a
+// short segment is then one round trip, not one per kB loads); otherwise
+// the tail issues one load per thread at a time (fewer instructions, the
+// long rows' streaming passes).
+template <int kB, int kUnroll, typename Unpack, bool kFilter, typename Row, typename F,
+          bool kBatchedTail = false>
 __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bool prefetch,
                                             uint32_t t2) {
   constexpr uint32_t kV = Row::kPerLoad;
@@ -293,7 +298,26 @@ __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bo
       if ((hit >> u) & 1u) Unpack::Emit(v[u], head + kV * (base + u * kB + tid), true, f);
     }
   }
-  for (uint32_t base = full_end; base < nv; base += kB) {
+  if constexpr (kBatchedTail) {
+    if (full_end < nv) {
+      uint4 v[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t i = full_end + u * kB + tid;
+        v[u] = i < nv ? __ldcg(body + i) : make_uint4(0u, 0u, 0u, 0u);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const uint32_t i = full_end + u * kB + tid;
+        // Warp-uniform: the warp's first lane decides whether it calls f.
+        if (full_end + u * kB + (tid & ~31u) >= nv) break;
+        bool hit = true;
+        if constexpr (kFilter) hit = __any_sync(kFullMask, i < nv && Unpack::AnyAtLeastOrNan(v[u], t2));
+        if (hit) Unpack::Emit(v[u], head + kV * i, i < nv, f);
+      }
+    }
+  }
+  for (uint32_t base = kBatchedTail ? nv : full_end; base < nv; base += kB) {
     const uint32_t i = base + tid;
     const bool ok = i < nv;
     const uint4 v = ok ? __ldcg(body + i) : make_uint4(0u, 0u, 0u, 0u);
@@ -331,6 +355,22 @@ __device__ __forceinline__ void StreamRow(const Half16Row& row, uint32_t L, F&& 
     StreamRowAs<kB, kUnroll, UnpackFp16, false>(row, L, f, prefetch, 0u);
   } else {
     StreamRowAs<kB, kUnroll, UnpackBf16, false>(row, L, f, prefetch, 0u);
+  }
+}
+
+// StreamRow for a segment of at most kB * kUnroll 16-byte loads past its
+// full steps: every load of the tail in flight at once (the resident route's
+// slices: one round trip per segment, the latency of a decode row).
+template <int kB, int kUnroll, typename F>
+__device__ __forceinline__ void StreamSegment(const F32Row& row, uint32_t L, F&& f) {
+  StreamRowAs<kB, kUnroll, UnpackF32, false, F32Row, F, true>(row, L, f, false, 0u);
+}
+template <int kB, int kUnroll, typename F>
+__device__ __forceinline__ void StreamSegment(const Half16Row& row, uint32_t L, F&& f) {
+  if (row.fp16) {
+    StreamRowAs<kB, kUnroll, UnpackFp16, false, Half16Row, F, true>(row, L, f, false, 0u);
+  } else {
+    StreamRowAs<kB, kUnroll, UnpackBf16, false, Half16Row, F, true>(row, L, f, false, 0u);
   }
 }
 

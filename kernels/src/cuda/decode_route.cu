@@ -24,7 +24,6 @@
 #include <cooperative_groups.h>
 
 #include "key_levels.cuh"
-#include "proposal.cuh"
 #include "refinement.cuh"
 #include "resident_exchange.cuh"
 #include "resident_frontier.cuh"
@@ -145,12 +144,10 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       continue;
     }
     const Boundary bd = FindBoundary<kB>(mine.total_hist, kCoarseBins, k, s.scratch);
-    // The bin's cutoff (warp 0) and the one above it (warp 1: the bin's
-    // first key, for the split below).
-    CoarseCutoffPair(64u, bd.bin, bd.bin - 1u, &s.t0, &s.t1);
-    __syncthreads();
-    const uint32_t cut_key = Key32(s.t0);
-    const uint32_t first = BinFirstKey(bd.bin, s.t1);
+    // The bin's cutoff and the one above it (the bin's first key, for the
+    // split below), in closed form in every thread: no search, no barrier.
+    const uint32_t cut_key = Key32(CoarseCutoffClosedForm(bd.bin));
+    const uint32_t first = BinFirstKey(bd.bin, CoarseCutoffClosedForm(bd.bin - 1u));
     ResidentFrontier f;
     if (bd.in_bin <= kResidentFrontierA) {
       // The bin is the frontier; every value above it is committed.

@@ -15,20 +15,23 @@
 
 namespace topk::cuda {
 
-// 16-byte loads in flight per thread: the whole segment of a 16-rank row of
-// 128K in one step, and a 32K-key slice in four (one CTA per SM leaves the
-// registers for them).
+// 16-byte loads in flight per thread: a 16K-value FP32 segment (a 16-rank
+// row of 256K) in one round trip, and a 32K-key slice in two (one CTA per SM
+// leaves the registers for them). The tail past the full steps is issued in
+// one batch too (StreamSegment).
 inline constexpr int kResidentLoadUnroll = 8;
 
 // Loads seg[0, len) into keys[0, len) (Key32 of each value), counts Coarse of
 // each non-NaN value into hist (zeroed by the caller, with a barrier since)
 // and publishes the segment's NaN flag in c. Every thread of the CTA calls
-// it; the caller's barrier publishes the results.
+// it; the caller's barrier publishes the results. Plain shared atomics: a
+// warp's values spread over many bins, and the aggregation's three warp
+// votes per value cost more than the rare same-bin conflicts they save.
 template <int kB, typename Row>
 __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, uint32_t* keys,
                                                  uint32_t* hist, ResidentCounts* c) {
   unsigned nan = 0;
-  StreamRow<kB, kResidentLoadUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
+  StreamSegment<kB, kResidentLoadUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float x = Lane(v, j);
@@ -38,7 +41,7 @@ __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, ui
       const uint32_t key = Key32(x);
       if (in) keys[idx0 + j] = key;
       nan |= is_nan ? 1u : 0u;
-      AggregatedCount(ok, Coarse(x), hist);
+      if (ok) atomicAdd(&hist[Coarse(x)], 1u);
     }
   });
   if (nan) c->nan = 1u;

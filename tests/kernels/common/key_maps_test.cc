@@ -145,6 +145,12 @@ TEST(KeyMapsTest, ExhaustiveOverAllFloatPatterns) {
   EXPECT_EQ(CoarseCutoff(kCoarseBins - 1), -std::numeric_limits<float>::infinity());
 }
 
+TEST(KeyMapsTest, CoarseCutoffClosedFormIsTheSearchsCutoff) {
+  for (uint32_t b = 0; b < kCoarseBins; ++b) {
+    ASSERT_EQ(FloatBits(CoarseCutoffClosedForm(b)), FloatBits(CoarseCutoff(b))) << "bin " << b;
+  }
+}
+
 TEST(KeyMapsTest, Key32OrdersSpecialValues) {
   const float inf = std::numeric_limits<float>::infinity();
   const float denorm = std::numeric_limits<float>::denorm_min();

@@ -21,22 +21,27 @@ __global__ void HalfConversionCheckKernel(unsigned long long* mismatches, unsign
   if (local != 0) atomicAdd(mismatches, local);
 }
 
+__device__ void Count(unsigned long long* mismatches, unsigned int* first, int check,
+                      uint32_t pattern) {
+  atomicAdd(&mismatches[check], 1ull);
+  atomicMin(&first[check], pattern);
+}
+
 // cut[b] = WarpCoarseCutoff(b), one warp per bin as the kernels compute it,
-// and cut[kCoarseBins + b] the widened 16-bit cutoff pattern of keys.h.
-__global__ void CutoffKernel(int dtype, float* cut) {
+// and cut[kCoarseBins + b] the widened 16-bit cutoff pattern of keys.h; the
+// closed form (the resident route's) against the warp's search, bin by bin.
+__global__ void CutoffKernel(int dtype, float* cut, unsigned long long* mismatches,
+                             unsigned int* first) {
   const uint32_t b = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const float t = WarpCoarseCutoff(b);
   if ((threadIdx.x & 31) == 0 && b < kCoarseBins) {
     cut[b] = t;
     cut[kCoarseBins + b] =
         dtype == static_cast<int>(ScoreType::kFloat16) ? CoarseCutoffFp16(b) : CoarseCutoffBf16(b);
+    if (FloatBits(CoarseCutoffClosedForm(b)) != FloatBits(t)) {
+      Count(mismatches, first, kClosedFormCutoff, b);
+    }
   }
-}
-
-__device__ void Count(unsigned long long* mismatches, unsigned int* first, int check,
-                      uint32_t pattern) {
-  atomicAdd(&mismatches[check], 1ull);
-  atomicMin(&first[check], pattern);
 }
 
 // One thread per 16-bit pattern h.
@@ -87,7 +92,7 @@ __global__ void ScoreType16CheckKernel(int dtype, const float* cut, unsigned lon
 
 cudaError_t LaunchScoreType16Check(int dtype, unsigned long long* mismatches, unsigned int* first,
                                    float* cutoffs, cudaStream_t stream) {
-  CutoffKernel<<<kCoarseBins * 32 / 256, 256, 0, stream>>>(dtype, cutoffs);
+  CutoffKernel<<<kCoarseBins * 32 / 256, 256, 0, stream>>>(dtype, cutoffs, mismatches, first);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   ScoreType16CheckKernel<<<65536 / 256, 256, 0, stream>>>(dtype, cutoffs, mismatches, first);

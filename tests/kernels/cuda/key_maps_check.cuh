@@ -25,6 +25,7 @@ enum ScoreType16Check : int {
   kKeyOrder,         // Key32(widened) strictly increases with Key16 (-0 ties +0)
   kCutoffAdmits,     // widened >= WarpCoarseCutoff(b) <=> coarse bin <= b, every b
   kCutoff16Admits,   // the same for the 16-bit cutoff patterns of keys.h, widened
+  kClosedFormCutoff,  // CoarseCutoffClosedForm(b) == WarpCoarseCutoff(b) (bits; "pattern": b)
   kNumScoreType16Checks
 };
 

@@ -42,7 +42,7 @@ TEST(KeyMapsOnDevice, SixteenBitRowViewMatchesKeysEverywhere) {
   }
   const char* names[kNumScoreType16Checks] = {"scalar widening", "vector widening", "NaN test",
                                               "coarse bin",      "key order",       "cutoff",
-                                              "16-bit cutoff"};
+                                              "16-bit cutoff",   "closed-form cutoff"};
   for (int dtype : {1, 2}) {
     auto mismatches = AllocateDevice<unsigned long long>(kNumScoreType16Checks);
     auto first = AllocateDevice<unsigned int>(kNumScoreType16Checks);
