@@ -12,11 +12,16 @@
 //      (resident_frontier.cuh): the digit holding the K-th value becomes the
 //      frontier and the values above it are committed too;
 //   3. every rank writes its committed indices straight into the output row
-//      (into rank 0's staging when the row is sorted or deterministic) and
-//      sends rank 0 the frontier's entries with their level-0 digits
-//      (GatherToLeader), reading its keys from shared memory;
-//   4. rank 0 refines the frontier to the K values left (Refine) and writes
-//      the row, while the other ranks go on to the cluster's next row.
+//      (into rank 0's staging when the row is sorted or deterministic). A
+//      boundary bin of at most kResidentCandidates entries (the usual case)
+//      is sent to every rank (resident_candidates.cuh); a larger frontier
+//      goes to rank 0 with its level-0 digits (GatherToLeader), the keys
+//      read from shared memory;
+//   4. the small bin: after one cluster barrier each rank ranks its own
+//      entries among the bin's by (key, index) and writes those that make
+//      the K. The large one: rank 0 refines it to the K values left (Refine)
+//      and writes the row, while the other ranks go on to the cluster's
+//      next row.
 // A frontier that still exceeds rank 0's store (a flood of equal values) is
 // refined by re-scanning the row for the values in its band, still exact. Rows of L <= K, bad
 // lengths and NaN rows are answered by rank 0 alone. Clusters take rows in turn (row = cluster id,
@@ -25,6 +30,7 @@
 
 #include "key_levels.cuh"
 #include "refinement.cuh"
+#include "resident_candidates.cuh"
 #include "resident_exchange.cuh"
 #include "resident_frontier.cuh"
 #include "resident_gather.cuh"
@@ -148,66 +154,88 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     // split below), in closed form in every thread: no search, no barrier.
     const uint32_t cut_key = Key32(CoarseCutoffClosedForm(bd.bin));
     const uint32_t first = BinFirstKey(bd.bin, CoarseCutoffClosedForm(bd.bin - 1u));
-    ResidentFrontier f;
-    if (bd.in_bin <= kResidentFrontierA) {
-      // The bin is the frontier; every value above it is committed.
-      f = MakeResidentFrontier(first, cut_key, bd.below, bd.in_bin);
-    } else {
-      // 2b. Split the boundary bin on chip: its digits' histogram,
-      // exchanged; the digit of the K-th value is the frontier.
-      const int shift = BinDigitShift(first, cut_key);
-      for (uint32_t i = tid; i < kCoarseBins; i += kB) {
-        mine.view_hist[i] = 0u, mine.total_hist[i] = 0u;
-      }
-      __syncthreads();
-      if (len > 0) CountBinDigits<kB>(mine.keys, len, first, cut_key, shift, mine.view_hist);
-      cluster.sync();
-      ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
-      cluster.sync();
-      const Boundary bf = FindBoundary<kB>(mine.total_hist, kCoarseBins, k - bd.below, s.scratch);
-      const uint32_t f_lo = first + (bf.bin << shift);
-      const uint32_t f_hi = min(cut_key, f_lo + ((1u << shift) - 1u));
-      f = MakeResidentFrontier(f_lo, f_hi, bd.below + bf.below, bf.in_bin);
-    }
-    const bool stored = f.count <= kResidentFrontierA;
     // Unsorted rows with any K values among ties: every rank writes its
-    // committed indices straight into the output row and rank 0 appends the
-    // frontier's; sorted and deterministic rows stage all K in rank 0 for
-    // the output's sort.
+    // committed indices straight into the output row; sorted and
+    // deterministic rows stage all K in rank 0 for the output's sort.
     const bool direct = p.sorted == 0 && p.deterministic == 0;
     int32_t* out_row = scope.Out();
-    lap(Stat::kCyclesProposal);
-    step(Stat::kCyclesResidentBoundary);
-    // 3. The committed indices (to the output or rank 0) and the frontier
-    // into rank 0, from shared memory (the frontier only when it fits rank
-    // 0's store).
-    if (len > 0) {
-      const LeaderStores to{direct ? reinterpret_cast<uint32_t*>(out_row) : lead_out,
-                            lead_out_count,
-                            to_lead,
-                            lead_count,
-                            lead_hist,
-                            Level0Shift(f.top),
-                            stored};
-      GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
+    uint32_t* const commits = direct ? reinterpret_cast<uint32_t*>(out_row) : lead_out;
+    uint32_t candidates = bd.in_bin, rescans = 0;
+    if (bd.in_bin <= kResidentCandidates) {
+      lap(Stat::kCyclesProposal);
+      step(Stat::kCyclesResidentBoundary);
+      // 3. The committed indices out, the bin's entries to every rank.
+      uint64_t* list = reinterpret_cast<uint64_t*>(mine.frontier_a);
+      if (tid < 32) CandidateOffset(mine.view_hist, bd.bin, &mine.counts->list_offset);
+      ShareResidentCandidates<kB>(mine.keys, len, beg, first, cut_key, commits, lead_out_count,
+                                  list, &mine.counts->list_offset, mine.totals->gather);
+      if (p.stats != nullptr) __syncthreads();
+      step(Stat::kCyclesResidentGather);
+      cluster.sync();
+      step(Stat::kCyclesResidentGatherWait);
+      lap(Stat::kCyclesAdmit);
+      // 4. Each rank's entries of the bin ranked among all: the K - below
+      // smallest take the slots after the committed ones.
+      CommitResidentCandidates<kB>(list, bd.in_bin, mine.counts->list_offset,
+                                   mine.view_hist[bd.bin], k - bd.below, commits, bd.below);
+      // Rank 0's staging holds all K once every rank has written into it.
+      if (!direct) cluster.sync();
+      if (me != 0) continue;
+      if (tid == 0) s.out_count = k;
+      __syncthreads();
+    } else {
+      ResidentFrontier f;
+      if (bd.in_bin <= kResidentFrontierA) {
+        // The bin is the frontier; every value above it is committed.
+        f = MakeResidentFrontier(first, cut_key, bd.below, bd.in_bin);
+      } else {
+        // 2b. Split the boundary bin on chip: its digits' histogram,
+        // exchanged; the digit of the K-th value is the frontier.
+        const int shift = BinDigitShift(first, cut_key);
+        for (uint32_t i = tid; i < kCoarseBins; i += kB) {
+          mine.view_hist[i] = 0u, mine.total_hist[i] = 0u;
+        }
+        __syncthreads();
+        if (len > 0) CountBinDigits<kB>(mine.keys, len, first, cut_key, shift, mine.view_hist);
+        cluster.sync();
+        ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
+        cluster.sync();
+        const Boundary bf =
+            FindBoundary<kB>(mine.total_hist, kCoarseBins, k - bd.below, s.scratch);
+        const uint32_t f_lo = first + (bf.bin << shift);
+        const uint32_t f_hi = min(cut_key, f_lo + ((1u << shift) - 1u));
+        f = MakeResidentFrontier(f_lo, f_hi, bd.below + bf.below, bf.in_bin);
+      }
+      const bool stored = f.count <= kResidentFrontierA;
+      candidates = f.count;
+      lap(Stat::kCyclesProposal);
+      step(Stat::kCyclesResidentBoundary);
+      // 3. The committed indices (to the output or rank 0) and the frontier
+      // into rank 0, from shared memory (the frontier only when it fits rank
+      // 0's store).
+      if (len > 0) {
+        const LeaderStores to{commits,          lead_out_count, to_lead, lead_count, lead_hist,
+                              Level0Shift(f.top), stored};
+        GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
+      }
+      if (p.stats != nullptr) __syncthreads();
+      step(Stat::kCyclesResidentGather);
+      // Past this barrier no rank reads another's shared memory for this row.
+      cluster.sync();
+      step(Stat::kCyclesResidentGatherWait);
+      if (me != 0) continue;
+      lap(Stat::kCyclesAdmit);
+      // 4. Rank 0 refines the frontier to the K - committed values left (its
+      // slice is dead: frontier B lies over it), after the committed ones.
+      if (!stored) RescanBandDigitHist<kB>(row, L, f.cut, f.hi, Level0Shift(f.top), s.hist);
+      if (tid == 0) s.refine[0] = lead_a, s.refine[1] = ResidentFrontierB(mine.keys);
+      __syncthreads();
+      uint32_t* own_commits = direct ? reinterpret_cast<uint32_t*>(out_row) : s.out;
+      rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
+          s, row, L, f.cut, f.hi, f.count, s.refine[0], s.refine[1], k - f.committed,
+          p.deterministic != 0, f.top, RefineOut{own_commits, &s.out_count});
+      __syncthreads();
     }
-    if (p.stats != nullptr) __syncthreads();
-    step(Stat::kCyclesResidentGather);
-    // Past this barrier no rank reads another's shared memory for this row.
-    cluster.sync();
-    step(Stat::kCyclesResidentGatherWait);
-    if (me != 0) continue;
-    lap(Stat::kCyclesAdmit);
-    // 4. Rank 0 refines the frontier to the K - committed values left (its
-    // slice is dead: frontier B lies over it), after the committed ones.
-    if (!stored) RescanBandDigitHist<kB>(row, L, f.cut, f.hi, Level0Shift(f.top), s.hist);
-    if (tid == 0) s.refine[0] = lead_a, s.refine[1] = ResidentFrontierB(mine.keys);
-    __syncthreads();
-    uint32_t* commits = direct ? reinterpret_cast<uint32_t*>(out_row) : s.out;
-    const uint32_t rescans = Refine<kB, SharedState<kB>, Row, const Frontier&>(
-        s, row, L, f.cut, f.hi, f.count, s.refine[0], s.refine[1], k - f.committed,
-        p.deterministic != 0, f.top, RefineOut{commits, &s.out_count});
-    __syncthreads();
     lap(Stat::kCyclesRefine);
     // A direct row holds exactly K indices (L > K): nothing to pad or sort.
     if (!direct) scope.Finalize<kB>(row, s.out, s.out_count, out_row, sort_buf);
@@ -215,7 +243,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       scope.SetStatus(RowStatus::kOk);
       AddStat(p, Stat::kResidentRows, 1);
       AddStat(p, Stat::kExactRows, 1);
-      CountRefinedRow(p, f.count, rescans);
+      CountRefinedRow(p, candidates, rescans);
     }
     __syncthreads();
     lap(Stat::kCyclesFinalize);

@@ -28,21 +28,33 @@ struct LeaderStores {
   bool push_frontier;  // false: only the committed indices (rank 0 re-scans)
 };
 
-// The keys [0, len) of the rank whose segment starts at row index beg. The
-// caller made sure the committed indices fit the output and, with
-// push_frontier, the frontier fits its store. scratch: 2 (kB / 32 + 1) words
-// of the CTA's shared memory. Every thread of the CTA calls it.
+// A thread's first slots in the gather's two destinations.
+struct GatherSlots {
+  uint32_t out_pos;  // committed indices
+  uint32_t f_pos;    // frontier entries
+};
+
+// Counts the thread's keys i = tid, tid + kB, ... of keys[0, len) that are
+// committed (key < f_lo) and, with count_frontier, in the frontier [f_lo,
+// f_hi]; reserves the CTA's committed slots with one atomic on out_count, and
+// its frontier slots with one on f_count, or (f_count == nullptr) from the
+// shared word *f_base, written before the call (its first barrier publishes
+// it). Returns the thread's first slots: the write pass, visiting the keys in
+// the same order, advances them. scratch: 2 (kB / 32 + 1) words of the CTA's
+// shared memory. Every thread of the CTA calls it.
 template <int kB>
-__device__ __noinline__ void GatherToLeader(const uint32_t* keys, uint32_t len, uint32_t beg,
-                                            uint32_t f_lo, uint32_t f_hi, const LeaderStores& to,
-                                            uint32_t* scratch) {
+__device__ __forceinline__ GatherSlots ReserveGatherSlots(const uint32_t* keys, uint32_t len,
+                                                          uint32_t f_lo, uint32_t f_hi,
+                                                          bool count_frontier, uint32_t* out_count,
+                                                          uint32_t* f_count, const uint32_t* f_base,
+                                                          uint32_t* scratch) {
   constexpr int kWarps = kB / 32;
   const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Two counts in one word each: committed in the low half, frontier high.
   uint32_t n = 0;
   for (uint32_t i = tid; i < len; i += kB) {
     const uint32_t key = keys[i];
-    n += key < f_lo ? 1u : (key <= f_hi && to.push_frontier ? 0x10000u : 0u);
+    n += key < f_lo ? 1u : (key <= f_hi && count_frontier ? 0x10000u : 0u);
   }
   uint32_t incl = n;
 #pragma unroll
@@ -61,23 +73,42 @@ __device__ __noinline__ void GatherToLeader(const uint32_t* keys, uint32_t len, 
       if (lane >= o) wi += y;
     }
     // The CTA's totals reserve its slots (lane kWarps - 1 holds them).
-    uint32_t out_base = 0, f_base = 0;
+    uint32_t out_base = 0, front_base = 0;
     if (lane == kWarps - 1) {
-      if (wi & 0xFFFFu) out_base = atomicAdd(to.out_count, wi & 0xFFFFu);
-      if (wi >> 16) f_base = atomicAdd(to.f_count, wi >> 16);
+      if (wi & 0xFFFFu) out_base = atomicAdd(out_count, wi & 0xFFFFu);
+      if (f_count == nullptr) {
+        front_base = *f_base;
+      } else if (wi >> 16) {
+        front_base = atomicAdd(f_count, wi >> 16);
+      }
     }
     out_base = __shfl_sync(kFullMask, out_base, kWarps - 1);
-    f_base = __shfl_sync(kFullMask, f_base, kWarps - 1);
+    front_base = __shfl_sync(kFullMask, front_base, kWarps - 1);
     const uint32_t excl = wi - w;
     if (lane < kWarps) {
       scratch[lane] = out_base + (excl & 0xFFFFu);
-      scratch[kWarps + 1 + lane] = f_base + (excl >> 16);
+      scratch[kWarps + 1 + lane] = front_base + (excl >> 16);
     }
   }
   __syncthreads();
   const uint32_t before = incl - n;
-  uint32_t out_pos = scratch[warp] + (before & 0xFFFFu);
-  uint32_t f_pos = scratch[kWarps + 1 + warp] + (before >> 16);
+  return GatherSlots{scratch[warp] + (before & 0xFFFFu),
+                     scratch[kWarps + 1 + warp] + (before >> 16)};
+}
+
+// The keys [0, len) of the rank whose segment starts at row index beg. The
+// caller made sure the committed indices fit the output and, with
+// push_frontier, the frontier fits its store. scratch: 2 (kB / 32 + 1) words
+// of the CTA's shared memory. Every thread of the CTA calls it.
+template <int kB>
+__device__ __noinline__ void GatherToLeader(const uint32_t* keys, uint32_t len, uint32_t beg,
+                                            uint32_t f_lo, uint32_t f_hi, const LeaderStores& to,
+                                            uint32_t* scratch) {
+  const uint32_t tid = threadIdx.x;
+  const GatherSlots slots = ReserveGatherSlots<kB>(keys, len, f_lo, f_hi, to.push_frontier,
+                                                   to.out_count, to.f_count, nullptr, scratch);
+  uint32_t out_pos = slots.out_pos;
+  uint32_t f_pos = slots.f_pos;
   for (uint32_t base = 0; base < len; base += kB) {
     const uint32_t i = base + tid;
     const uint32_t key = i < len ? keys[i] : 0xFFFFFFFFu;

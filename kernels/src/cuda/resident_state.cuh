@@ -27,8 +27,9 @@ static_assert(kResidentThreads == kThreads, "the shared phases run the 512-threa
 // the two barriers that bracket the all-reduce), and rank 0's gather count.
 struct ResidentCounts {
   uint32_t nan;
-  uint32_t gathered;  // rank 0: frontier entries pushed so far
-  uint32_t pad[2];
+  uint32_t gathered;     // rank 0: frontier entries pushed so far
+  uint32_t list_offset;  // the rank's first slot in the ranked bin's list
+  uint32_t pad;
 };
 // The rank's own words: the row's counts over every rank, and the gather's
 // per-warp slots (committed, then frontier).

@@ -188,16 +188,19 @@ inline constexpr ClusterTable kClusterTable{65536, 131072, 8, 1048576};
 // x >= cut to rank 0, refinement) runs on chip. 512 threads and 1 CTA per SM
 // (the slice is up to 128 KiB); rank 0's gathered frontier holds frontier_a
 // entries (a row whose admitted set exceeds it is refined by re-scanning the
-// row), its next level frontier_b (over its own slice, dead by then).
+// row), its next level frontier_b (over its own slice, dead by then). A
+// boundary bin of at most `candidates` entries is not gathered: every rank
+// gets the bin's entries and ranks its own among them (resident_candidates.cuh).
 struct ResidentPolicy {
   int threads;
   int min_blocks;
   uint32_t max_slice_keys;  // keys per rank: the route serves N_cap <= 16 x this
   uint32_t frontier_a;
   uint32_t frontier_b;
-  int max_cluster;  // CTAs per cluster (16: the H100/H200's non-portable size)
+  int max_cluster;      // CTAs per cluster (16: the H100/H200's non-portable size)
+  uint32_t candidates;  // the shared bin's entries (a warp ranks one among them)
 };
-inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16};
+inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16, 512};
 
 // Where the planner takes it (resident_route = 0, nothing else forced): the
 // cells where it measured faster than the routes it replaces on the H200
