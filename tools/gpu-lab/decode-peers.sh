@@ -15,6 +15,8 @@
 #   512, the planner beside the route the resident one replaces. steps: the
 #   resident route's step timers at the planner's cluster size and at 4, 8,
 #   16 ranks. suite: the whole GPU suite (gpu-check.sh tests) beside
+#   region: the route forced on every decode shape beside the planner's
+#   route without it (--alt_resident=-1), K = 2048, 1024 and 512.
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size (FP32), in parallel.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60),
@@ -85,6 +87,15 @@ if has phases; then
       --csv "$OUT/phases_k$k.csv" >"$OUT/phases_k$k.log" 2>&1
     echo "phases K=$k rc=$?"
     tail -30 "$OUT/phases_k$k.log"
+  done
+fi
+if has region; then
+  # The route forced on every decode shape beside the route the planner
+  # takes without it, same rows: the data behind kResidentRegion.
+  for k in 2048 1024 512; do
+    "$bin/topk-bench-gpu" --k "$k" --shapes "$(shapes_for $k)" --reps 30 --resident=1 \
+      --alt_resident=-1 --csv "$OUT/region_k$k.csv" >"$OUT/region_k$k.log" 2>&1
+    echo "region K=$k rc=$?"
   done
 fi
 if has sizes; then
