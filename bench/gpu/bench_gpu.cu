@@ -452,7 +452,7 @@ int main(int argc, char** argv) {
                "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
                "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
                "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype,"
-               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us\n");
+               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us,steps_us,alt_steps_us\n");
   for (const Row& r : results) {
     std::fprintf(
         f,
