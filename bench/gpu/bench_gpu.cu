@@ -111,12 +111,11 @@ struct Row {
 // barrier / exchange / boundary / gather / its barrier; "-" for other routes.
 std::string ResidentSteps(const topk::CudaRouteStats& s, double per_row_us) {
   if (s.resident_rows == 0) return "-";
-  return absl::StrFormat("%.2f/%.2f/%.2f/%.2f/%.2f/%.2f", s.cycles_resident_load * per_row_us,
-                         s.cycles_resident_load_wait * per_row_us,
-                         s.cycles_resident_exchange * per_row_us,
-                         s.cycles_resident_boundary * per_row_us,
-                         s.cycles_resident_gather * per_row_us,
-                         s.cycles_resident_gather_wait * per_row_us);
+  return absl::StrFormat(
+      "%.2f/%.2f/%.2f/%.2f/%.2f/%.2f", s.cycles_resident_load * per_row_us,
+      s.cycles_resident_load_wait * per_row_us, s.cycles_resident_exchange * per_row_us,
+      s.cycles_resident_boundary * per_row_us, s.cycles_resident_gather * per_row_us,
+      s.cycles_resident_gather_wait * per_row_us);
 }
 
 }  // namespace
@@ -447,24 +446,26 @@ int main(int argc, char** argv) {
     std::perror(csv_path.c_str());
     return 1;
   }
-  std::fprintf(f,
-               "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
-               "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
-               "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
-               "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype,"
-               "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us,steps_us,alt_steps_us\n");
+  std::fprintf(
+      f,
+      "M,N,K,route,ours_ms,floor_ms,frac_floor,exact_ms,scan_ms,band_rate,exact_rate,"
+      "mean_candidates,bad_rows,copies,reps,read_bw_TBps,verified,us_proposal,us_admit,"
+      "us_refine,us_finalize,block,alt_block,alt_ms,alt_frac_floor,alt_us_proposal,"
+      "alt_us_admit,alt_us_refine,alt_us_finalize,alt_route,alt_mean_candidates,dtype,"
+      "ours_p99_ms,alt_p99_ms,loop_calls,loop_host_us,loop_device_us,steps_us,alt_steps_us\n");
   for (const Row& r : results) {
-    std::fprintf(
-        f,
-        "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
-        "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%.2f,%s,%s\n",
-        static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(), r.ours,
-        r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate, r.mean_cands, r.bad,
-        r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep", r.us_proposal, r.us_admit,
-        r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt, r.alt / r.floor, r.alt_us_proposal,
-        r.alt_us_admit, r.alt_us_refine, r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands,
-        dtype_name.c_str(), r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us,
-        r.steps.c_str(), r.alt_steps.c_str());
+    std::fprintf(f,
+                 "%lld,%lld,%d,%s,%.5f,%.5f,%.4f,%.5f,%.5f,%.5f,%.5f,%.1f,%lld,%d,%d,%.4f,%s,%.2f,"
+                 "%.2f,%.2f,%.2f,%d,%d,%.5f,%.4f,%.2f,%.2f,%.2f,%.2f,%s,%.1f,%s,%.5f,%.5f,%d,%.2f,%"
+                 ".2f,%s,%s\n",
+                 static_cast<long long>(r.m), static_cast<long long>(r.n), k, r.route.c_str(),
+                 r.ours, r.floor, r.ours / r.floor, r.exact, r.scan, r.band_rate, r.exact_rate,
+                 r.mean_cands, r.bad, r.copies, r.reps, bw / 1e12, "gpu-all-rows-every-rep",
+                 r.us_proposal, r.us_admit, r.us_refine, r.us_finalize, r.block, r.alt_block, r.alt,
+                 r.alt / r.floor, r.alt_us_proposal, r.alt_us_admit, r.alt_us_refine,
+                 r.alt_us_finalize, r.alt_route.c_str(), r.alt_mean_cands, dtype_name.c_str(),
+                 r.ours_p99, r.alt_p99, r.loop_calls, r.loop_host_us, r.loop_device_us,
+                 r.steps.c_str(), r.alt_steps.c_str());
   }
   std::fclose(f);
   if (times_csv != nullptr) std::fclose(times_csv);

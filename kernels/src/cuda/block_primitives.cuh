@@ -312,7 +312,8 @@ __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bo
         // Warp-uniform: the warp's first lane decides whether it calls f.
         if (full_end + u * kB + (tid & ~31u) >= nv) break;
         bool hit = true;
-        if constexpr (kFilter) hit = __any_sync(kFullMask, i < nv && Unpack::AnyAtLeastOrNan(v[u], t2));
+        if constexpr (kFilter)
+          hit = __any_sync(kFullMask, i < nv && Unpack::AnyAtLeastOrNan(v[u], t2));
         if (hit) Unpack::Emit(v[u], head + kV * i, i < nv, f);
       }
     }

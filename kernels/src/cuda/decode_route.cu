@@ -199,8 +199,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
         cluster.sync();
         ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
         cluster.sync();
-        const Boundary bf =
-            FindBoundary<kB>(mine.total_hist, kCoarseBins, k - bd.below, s.scratch);
+        const Boundary bf = FindBoundary<kB>(mine.total_hist, kCoarseBins, k - bd.below, s.scratch);
         const uint32_t f_lo = first + (bf.bin << shift);
         const uint32_t f_hi = min(cut_key, f_lo + ((1u << shift) - 1u));
         f = MakeResidentFrontier(f_lo, f_hi, bd.below + bf.below, bf.in_bin);
@@ -213,8 +212,8 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       // into rank 0, from shared memory (the frontier only when it fits rank
       // 0's store).
       if (len > 0) {
-        const LeaderStores to{commits,          lead_out_count, to_lead, lead_count, lead_hist,
-                              Level0Shift(f.top), stored};
+        const LeaderStores to{commits,   lead_out_count,     to_lead, lead_count,
+                              lead_hist, Level0Shift(f.top), stored};
         GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
       }
       if (p.stats != nullptr) __syncthreads();

@@ -19,9 +19,8 @@ namespace topk::cuda {
 // at least k values. Every thread calls it; it synchronises on exit (the
 // caller's barrier before it published hist and slice_total).
 template <int kB>
-__device__ __noinline__ Boundary ResidentBoundary(const uint32_t* hist,
-                                                  const uint32_t* slice_total, uint32_t ranks,
-                                                  uint32_t k, BoundaryScratch& s) {
+__device__ __noinline__ Boundary ResidentBoundary(const uint32_t* hist, const uint32_t* slice_total,
+                                                  uint32_t ranks, uint32_t k, BoundaryScratch& s) {
   const uint32_t tid = threadIdx.x, lane = tid & 31;
   if (tid < 32) {
     // The slice: the first whose inclusive prefix reaches k.
@@ -37,8 +36,8 @@ __device__ __noinline__ Boundary ResidentBoundary(const uint32_t* hist,
     const uint32_t before_slice = __shfl_sync(kFullMask, incl - t, slice);
     // The bin: the slice's bins, per_lane consecutive ones a lane.
     const uint32_t per_lane = kCoarseBins / ranks / 32u;
-    const uint32_t* bins = hist + static_cast<uint32_t>(slice) * (kCoarseBins / ranks) +
-                           lane * per_lane;
+    const uint32_t* bins =
+        hist + static_cast<uint32_t>(slice) * (kCoarseBins / ranks) + lane * per_lane;
     uint32_t sum = 0;
     for (uint32_t i = 0; i < per_lane; i += 4) {
       const uint4 v = *reinterpret_cast<const uint4*>(bins + i);

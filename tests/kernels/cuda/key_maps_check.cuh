@@ -18,13 +18,13 @@ cudaError_t LaunchHalfConversionCheck(unsigned long long* mismatches, unsigned i
 
 // What LaunchScoreType16Check compares, one counter each.
 enum ScoreType16Check : int {
-  kWidenScalar = 0,  // the row view's scalar widening == keys.h's software widening (bits)
-  kWidenVector,      // the 16-byte loads' pair unpacking == the scalar widening
-  kNanTest,          // IsNan(widened) == the type's own NaN test
-  kCoarseBin,        // Coarse(widened) == CoarseOfBf16 / CoarseOfFp16 (non-NaN)
-  kKeyOrder,         // Key32(widened) strictly increases with Key16 (-0 ties +0)
-  kCutoffAdmits,     // widened >= WarpCoarseCutoff(b) <=> coarse bin <= b, every b
-  kCutoff16Admits,   // the same for the 16-bit cutoff patterns of keys.h, widened
+  kWidenScalar = 0,   // the row view's scalar widening == keys.h's software widening (bits)
+  kWidenVector,       // the 16-byte loads' pair unpacking == the scalar widening
+  kNanTest,           // IsNan(widened) == the type's own NaN test
+  kCoarseBin,         // Coarse(widened) == CoarseOfBf16 / CoarseOfFp16 (non-NaN)
+  kKeyOrder,          // Key32(widened) strictly increases with Key16 (-0 ties +0)
+  kCutoffAdmits,      // widened >= WarpCoarseCutoff(b) <=> coarse bin <= b, every b
+  kCutoff16Admits,    // the same for the 16-bit cutoff patterns of keys.h, widened
   kClosedFormCutoff,  // CoarseCutoffClosedForm(b) == WarpCoarseCutoff(b) (bits; "pattern": b)
   kNumScoreType16Checks
 };

@@ -40,8 +40,8 @@ TEST(KeyMapsOnDevice, SixteenBitRowViewMatchesKeysEverywhere) {
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     GTEST_SKIP() << "no CUDA device: the device key maps cannot be checked here";
   }
-  const char* names[kNumScoreType16Checks] = {"scalar widening", "vector widening", "NaN test",
-                                              "coarse bin",      "key order",       "cutoff",
+  const char* names[kNumScoreType16Checks] = {"scalar widening", "vector widening",   "NaN test",
+                                              "coarse bin",      "key order",         "cutoff",
                                               "16-bit cutoff",   "closed-form cutoff"};
   for (int dtype : {1, 2}) {
     auto mismatches = AllocateDevice<unsigned long long>(kNumScoreType16Checks);

@@ -42,9 +42,8 @@ TEST(CudaPlannerResidentTest, MeasuredCellsTakeTheRoute) {
   for (const Cell c :
        {Cell{512, 1, 65536}, Cell{512, 8, kResidentMinWidth}, Cell{1024, 8, 65536},
         Cell{64, 1, 32768}, Cell{2048, 1, 32768}, Cell{2048, 64, 32768}, Cell{1500, 33, 20000},
-        Cell{2048, 1, 131072}, Cell{2048, 8, 131072}, Cell{1025, 8, 65536},
-        Cell{2048, 128, 32768}, Cell{1024, 64, 65536}, Cell{512, 8, 262144},
-        Cell{2048, 8, 262144}}) {
+        Cell{2048, 1, 131072}, Cell{2048, 8, 131072}, Cell{1025, 8, 65536}, Cell{2048, 128, 32768},
+        Cell{1024, 64, 65536}, Cell{512, 8, 262144}, Cell{2048, 8, 262144}}) {
     const int32_t k = c.k;
     const int64_t m = c.m, n = c.n;
     const Plan p = MustPlanOn(d, k, m, n);
@@ -93,11 +92,11 @@ TEST(CudaPlannerResidentTest, OutsideTheCellsOtherRoutes) {
   // 64K and 32 of 256K at K <= 1024; past every cell: 129 rows of 32K, 9 of
   // 128K, 65 of 64K and 9 of 256K at K = 512, K past 2048, rows below 16K
   // and past the slices.
-  for (const Cell c : {Cell{2048, 32, 131072}, Cell{2048, 256, 32768}, Cell{1024, 128, 65536},
-                       Cell{512, 32, 262144}, Cell{2048, 129, 32768}, Cell{2048, 9, 131072},
-                       Cell{512, 65, 65536}, Cell{512, 9, 262144}, Cell{4096, 1, 32768},
-                       Cell{8192, 8, 131072},
-                       Cell{2048, 8, kResidentMinWidth - 1}, Cell{2048, 8, int64_t{1} << 20}}) {
+  for (const Cell c :
+       {Cell{2048, 32, 131072}, Cell{2048, 256, 32768}, Cell{1024, 128, 65536},
+        Cell{512, 32, 262144}, Cell{2048, 129, 32768}, Cell{2048, 9, 131072}, Cell{512, 65, 65536},
+        Cell{512, 9, 262144}, Cell{4096, 1, 32768}, Cell{8192, 8, 131072},
+        Cell{2048, 8, kResidentMinWidth - 1}, Cell{2048, 8, int64_t{1} << 20}}) {
     EXPECT_NE(MustPlanOn(d, c.k, c.m, c.n).route, Route::kResidentDecode)
         << c.k << " " << c.m << " x " << c.n;
   }
