@@ -30,7 +30,6 @@
 
 #include "key_levels.cuh"
 #include "refinement.cuh"
-#include "resident_boundary.cuh"
 #include "resident_candidates.cuh"
 #include "resident_exchange.cuh"
 #include "resident_frontier.cuh"
@@ -101,7 +100,6 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     const int64_t length = a.lengths[r];
     for (uint32_t i = tid; i < kCoarseBins; i += kB) mine.view_hist[i] = 0u, s.hist[i] = 0u;
     if (tid == 0) *mine.counts = ResidentCounts{}, s.out_count = 0u;
-    if (tid < 16) mine.totals->slice_total[tid] = 0u;
     const Row row = RowOf<Row>(a, p, r);
     __syncthreads();
     if (length < 0 || length > a.width || length <= p.k) {
@@ -149,8 +147,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       }
       continue;
     }
-    const Boundary bd =
-        ResidentBoundary<kB>(mine.total_hist, mine.totals->slice_total, ranks, k, s.scratch);
+    const Boundary bd = FindBoundary<kB>(mine.total_hist, kCoarseBins, k, s.scratch);
     // The bin's cutoff and the one above it (the bin's first key, for the
     // split below), in closed form in every thread: no search, no barrier.
     const uint32_t cut_key = Key32(CoarseCutoffClosedForm(bd.bin));

@@ -4,9 +4,8 @@
 // accesses are all independent (a latency, not a latency per rank): rank r
 // owns the bin slice r; the `ranks` lanes of a group read one bin of the
 // slice from every rank, sum it with shuffles (no atomics, no barrier) and
-// store the sum into every rank's total, a lane per rank; each warp adds its
-// bins' sum into every rank's total of the slice. One warp reads the ranks'
-// NaN flags, a lane per rank.
+// store the sum into every rank's total, a lane per rank. One warp reads the
+// ranks' NaN flags, a lane per rank.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -21,10 +20,9 @@ namespace topk::cuda {
 
 // After the barrier that completes every rank's view_hist and counts; the
 // caller's next cluster barrier completes every total_hist (each bin written
-// by its owner alone: nothing to zero first) and every slice total (zeroed
-// by the caller before the first barrier), and its __syncthreads publishes
-// totals->nan (thread 0 writes it). kB threads, kCoarseBins = 4 kB, ranks a
-// power of two up to 16.
+// by its owner alone: nothing to zero first), and its __syncthreads
+// publishes *totals (thread 0 writes it). kB threads, kCoarseBins = 4 kB,
+// ranks a power of two up to 32.
 template <int kB>
 __device__ __noinline__ void ExchangeResidentHistograms(const uint32_t* view_hist,
                                                         uint32_t* total_hist,
@@ -57,13 +55,6 @@ __device__ __noinline__ void ExchangeResidentHistograms(const uint32_t* view_his
   }
 #pragma unroll
   for (int u = 0; u < 4; ++u) peer_total[first + (u * kB + tid) / ranks] = v[u];
-  // The slice's total, for the boundary search (resident_boundary.cuh): each
-  // warp's share added into every rank's word for this slice.
-  uint32_t share = q == 0u ? v[0] + v[1] + v[2] + v[3] : 0u;
-  share = __reduce_add_sync(kFullMask, share);
-  if ((tid & 31u) < ranks) {
-    atomicAdd(cluster.map_shared_rank(&totals->slice_total[me], tid & 31u), share);
-  }
 }
 
 #endif  // TOPK_HAS_CLUSTERS

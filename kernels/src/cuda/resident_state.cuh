@@ -31,16 +31,13 @@ struct ResidentCounts {
   uint32_t list_offset;  // the rank's first slot in the ranked bin's list
   uint32_t pad;
 };
-// The rank's own words: the row's counts over every rank (its NaN flag, the
-// total of each rank's bin slice, added by the slices' owners), and the
-// gather's per-warp slots (committed, then frontier).
+// The rank's own words: the row's counts over every rank, and the gather's
+// per-warp slots (committed, then frontier).
 struct ResidentTotals {
   uint32_t nan;
   uint32_t pad;
   uint32_t gather[2 * (kThreads / 32 + 1)];
-  uint32_t slice_total[16];
 };
-static_assert(planner::kResident.max_cluster <= 16, "a slice total per rank");
 static_assert(sizeof(ResidentTotals) % 16 == 0, "the slice stays 16-byte aligned");
 
 // The slice region's words: the rank's keys, or (rank 0, after the gather)
