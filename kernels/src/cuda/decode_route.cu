@@ -98,7 +98,9 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     // The length's global read is in flight while the histograms are
     // cleared (rows answered whole clear them too, harmlessly).
     const int64_t length = a.lengths[r];
-    for (uint32_t i = tid; i < kCoarseBins; i += kB) mine.view_hist[i] = 0u, s.hist[i] = 0u;
+    for (uint32_t i = tid; i < kCoarseBins; i += kB) {
+      mine.view_hist[i] = 0u, mine.total_hist[i] = 0u, s.hist[i] = 0u;
+    }
     if (tid == 0) *mine.counts = ResidentCounts{}, s.out_count = 0u;
     const Row row = RowOf<Row>(a, p, r);
     __syncthreads();
@@ -190,7 +192,9 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
         // 2b. Split the boundary bin on chip: its digits' histogram,
         // exchanged; the digit of the K-th value is the frontier.
         const int shift = BinDigitShift(first, cut_key);
-        for (uint32_t i = tid; i < kCoarseBins; i += kB) mine.view_hist[i] = 0u;
+        for (uint32_t i = tid; i < kCoarseBins; i += kB) {
+          mine.view_hist[i] = 0u, mine.total_hist[i] = 0u;
+        }
         __syncthreads();
         if (len > 0) CountBinDigits<kB>(mine.keys, len, first, cut_key, shift, mine.view_hist);
         cluster.sync();
