@@ -317,14 +317,15 @@ __device__ __forceinline__ void StreamRowAs(const Row& row, uint32_t L, F& f, bo
         if (hit) Unpack::Emit(v[u], head + kV * i, i < nv, f);
       }
     }
-  }
-  for (uint32_t base = kBatchedTail ? nv : full_end; base < nv; base += kB) {
-    const uint32_t i = base + tid;
-    const bool ok = i < nv;
-    const uint4 v = ok ? __ldcg(body + i) : make_uint4(0u, 0u, 0u, 0u);
-    bool hit = true;
-    if constexpr (kFilter) hit = __any_sync(kFullMask, ok && Unpack::AnyAtLeastOrNan(v, t2));
-    if (hit) Unpack::Emit(v, head + kV * i, ok, f);
+  } else {
+    for (uint32_t base = full_end; base < nv; base += kB) {
+      const uint32_t i = base + tid;
+      const bool ok = i < nv;
+      const uint4 v = ok ? __ldcg(body + i) : make_uint4(0u, 0u, 0u, 0u);
+      bool hit = true;
+      if constexpr (kFilter) hit = __any_sync(kFullMask, ok && Unpack::AnyAtLeastOrNan(v, t2));
+      if (hit) Unpack::Emit(v, head + kV * i, ok, f);
+    }
   }
   // Head and tail hold fewer than kV elements each: one per lane of warp 0.
   const uint32_t tail0 = head + kV * nv;

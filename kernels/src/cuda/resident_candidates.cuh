@@ -25,7 +25,8 @@ namespace topk::cuda {
 // Entries of the bin shared with every rank (64-bit (key, index) words in
 // the rank's frontier A region, which only rank 0's gathered frontier uses).
 inline constexpr uint32_t kResidentCandidates = planner::kResident.candidates;
-static_assert(2u * kResidentCandidates <= 2u * kResidentFrontierA, "the list fits frontier A");
+// Two words an entry in frontier A's 2 kResidentFrontierA words.
+static_assert(kResidentCandidates <= kResidentFrontierA, "the list fits frontier A");
 
 // The (key, index) word the ranking orders: the key first, ties by index
 // (the lowest indices among equal keys make the K, as deterministic rows
