@@ -126,6 +126,19 @@ TOPK_HD uint32_t Coarse(float x) {
   return descending16 >> 5;
 }
 
+// Coarse(x) for x known not to be NaN: on the GPU the conversion alone, without
+// the NaN pattern's select (the resident load's per-value histogram).
+TOPK_HD uint32_t CoarseOfNumber(float x) {
+#if defined(__CUDA_ARCH__)
+  if (FloatBits(x) == 0x80000000u) x = 0.0f;  // -0.0 shares +0.0's bin
+  const uint32_t h = __half_as_ushort(__float2half_rn(x));
+  const uint32_t descending16 = (h & 0x8000u) ? h : (0x7FFFu - h);
+  return descending16 >> 5;
+#else
+  return Coarse(x);
+#endif
+}
+
 // Descending keys of +inf and -inf: every non-NaN key lies in between.
 inline constexpr uint32_t kKeyOfPlusInf = 0x007FFFFFu;
 inline constexpr uint32_t kKeyOfMinusInf = 0xFF800000u;

@@ -131,9 +131,11 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     const uint32_t len = min(L, beg + chunk) - beg;
     if (chunk > slice_keys) __trap();  // the planner sized the slice for N_cap
     // 1. The one read: keys and the exact coarse histogram.
-    if (len > 0) {
-      LoadResidentSegment<kB>(row.From(beg), len, mine.keys, mine.view_hist, mine.counts);
-    }
+    // The segment's keys start `skew` words into the slice, so that the
+    // 16-byte groups of its body land on 16-byte boundaries of shared memory.
+    const uint32_t skew = (4u - HeadElements(row.From(beg), len) % 4u) % 4u;
+    uint32_t* const keys = mine.keys + skew;
+    if (len > 0) LoadResidentSegment<kB>(row.From(beg), len, keys, mine.view_hist, mine.counts);
     if (p.stats != nullptr) __syncthreads();  // the step timers' view: the whole CTA's
     step(Stat::kCyclesResidentLoad);
     cluster.sync();
@@ -167,8 +169,8 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       // 3. The committed indices out, the bin's entries to every rank.
       uint64_t* list = reinterpret_cast<uint64_t*>(mine.frontier_a);
       if (tid < 32) CandidateOffset(mine.view_hist, bd.bin, &mine.counts->list_offset);
-      ShareResidentCandidates<kB>(mine.keys, len, beg, first, cut_key, commits, lead_out_count,
-                                  list, &mine.counts->list_offset, mine.totals->gather);
+      ShareResidentCandidates<kB>(keys, len, beg, first, cut_key, commits, lead_out_count, list,
+                                  &mine.counts->list_offset, mine.totals->gather);
       if (p.stats != nullptr) __syncthreads();
       step(Stat::kCyclesResidentGather);
       cluster.sync();
@@ -196,7 +198,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
           mine.view_hist[i] = 0u, mine.total_hist[i] = 0u;
         }
         __syncthreads();
-        if (len > 0) CountBinDigits<kB>(mine.keys, len, first, cut_key, shift, mine.view_hist);
+        if (len > 0) CountBinDigits<kB>(keys, len, first, cut_key, shift, mine.view_hist);
         cluster.sync();
         ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
         cluster.sync();
@@ -215,7 +217,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       if (len > 0) {
         const LeaderStores to{commits,   lead_out_count,     to_lead, lead_count,
                               lead_hist, Level0Shift(f.top), stored};
-        GatherToLeader<kB>(mine.keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
+        GatherToLeader<kB>(keys, len, beg, f.f_lo, f.f_hi, to, mine.totals->gather);
       }
       if (p.stats != nullptr) __syncthreads();
       step(Stat::kCyclesResidentGather);

@@ -32,16 +32,27 @@ __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, ui
                                                  uint32_t* hist, ResidentCounts* c) {
   unsigned nan = 0;
   StreamSegment<kB, kResidentLoadUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
+    uint32_t k4[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float x = Lane(v, j);
       const bool in = (valid >> j) & 1u;
       const bool is_nan = in && IsNan(x);
       const bool ok = in && !is_nan;
-      const uint32_t key = Key32(x);
-      if (in) keys[idx0 + j] = key;
+      k4[j] = Key32(x);
       nan |= is_nan ? 1u : 0u;
-      if (ok) atomicAdd(&hist[Coarse(x)], 1u);
+      if (ok) atomicAdd(&hist[CoarseOfNumber(x)], 1u);
+    }
+    // The body's four keys in one 16-byte store (keys is offset so that the
+    // body's groups start on 16 bytes): a quarter of the scalar stores'
+    // shared-memory wavefronts (four lanes of a warp share a bank per store).
+    if (valid == 0xFu && (reinterpret_cast<uintptr_t>(keys + idx0) & 15u) == 0u) {
+      *reinterpret_cast<uint4*>(keys + idx0) = make_uint4(k4[0], k4[1], k4[2], k4[3]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        if ((valid >> j) & 1u) keys[idx0 + j] = k4[j];
+      }
     }
   });
   if (nan) c->nan = 1u;

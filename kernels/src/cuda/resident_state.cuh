@@ -44,7 +44,7 @@ static_assert(sizeof(ResidentTotals) % 16 == 0, "the slice stays 16-byte aligned
 // the next-level store, whichever is larger.
 __host__ __device__ constexpr uint32_t ResidentSliceWords(uint32_t slice_keys) {
   const uint32_t store = 2u * kResidentFrontierB;
-  const uint32_t keys = (slice_keys + 3u) / 4u * 4u;
+  const uint32_t keys = (slice_keys + 3u + 3u) / 4u * 4u;  // up to 3 words of skew
   return keys > store ? keys : store;
 }
 __host__ __device__ constexpr size_t ResidentFixedBytes() {
