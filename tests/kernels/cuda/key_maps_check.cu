@@ -13,7 +13,8 @@ __global__ void HalfConversionCheckKernel(unsigned long long* mismatches, unsign
   for (uint64_t u = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; u <= 0xFFFFFFFFull;
        u += stride) {
     const float f = BitsToFloat(static_cast<uint32_t>(u));
-    if (HalfBitsRoundNearest(f) != HalfBitsRoundNearestSoftware(f)) {
+    const bool coarse_differs = !IsNan(f) && CoarseOfNumber(f) != Coarse(f);
+    if (HalfBitsRoundNearest(f) != HalfBitsRoundNearestSoftware(f) || coarse_differs) {
       ++local;
       atomicMin(first, static_cast<unsigned int>(u));
     }
