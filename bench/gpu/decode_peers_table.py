@@ -5,6 +5,10 @@ rows, the same call), each peer's, the fastest right peer, ours over it and the
 target (0.8x that peer), from peer_bench.py's CSVs peers_k<K>_<l2>.csv and
 base_k<K>_<l2>.csv (l2: warm, the rows just read; flush, L2 flushed: "cold").
 A system whose checked rows were wrong is no peer (its time is kept, marked).
+When the base run timed the peers too (decode-peers.sh interleaves them by
+default, so both libraries run in the same company), `peer_drift` is the
+fastest peer's median in the base run over its median in ours: how far the
+two runs' conditions moved apart.
 
 usage: decode_peers_table.py --dir RAW --out-csv FILE
 """
@@ -62,13 +66,15 @@ def main():
             row["best_peer_us"] = best[1] if best else None
             row["ours_over_best"] = round(ours / best[1], 3) if best and ours else None
             row["target_us"] = round(0.8 * best[1], 2) if best else None
+            base_best = median(base, (m, n, best[0])) if best else None
+            row["peer_drift"] = round(base_best / best[1], 3) if base_best else None
             row["met"] = bool(best and ours and ours <= 0.8 * best[1])
             if row["previous_main_us"] and ours:
                 row["new_over_previous"] = round(ours / row["previous_main_us"], 3)
             table.append(row)
     fields = ["k", "cache", "m", "n", "floor_us", "ours_us", "previous_main_us", "new_over_previous"] + \
         [f"{p}_us" for p in PEERS] + ["torch_us", "best_peer", "best_peer_us", "ours_over_best",
-                                      "target_us", "met", "ours_route"]
+                                      "target_us", "met", "peer_drift", "ours_route"]
     with open(args.out_csv, "w", newline="") as f:
         w = csv.DictWriter(f, fields)
         w.writeheader()

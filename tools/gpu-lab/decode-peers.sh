@@ -20,6 +20,7 @@
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size (FP32), in parallel.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60),
+#   DECODE_BASE_ALONE (1: the base step without the peers interleaved),
 #   STEPS_SIZES (the steps' cluster sizes, default "0 4 8 16"), STEPS_BIN (the
 #   steps' benchmark: another build's topk-bench-gpu, for a before/after),
 #   STEPS_TAG (their files' prefix, default steps).
@@ -78,8 +79,12 @@ if has peers; then
   for f in "$OUT"/peers_k2048_*.log; do echo "== $f"; tail -22 "$f"; done
 fi
 if has base && [ -f "$root/lib-base/libtopk_c.so" ]; then
+  # The previous main among the same peers as ours: timed alone, a library's
+  # medians come out tighter and lower than interleaved with other kernels,
+  # so its column would not compare with ours (DECODE_BASE_ALONE=1: alone,
+  # faster). The peers' medians of this run show the drift between the two.
   LD_LIBRARY_PATH=$root/lib run_peers "$root/lib-base/libtopk_c.so" base \
-    hpcops,flashinfer,deepselect,vllm,torch
+    "$([ "${DECODE_BASE_ALONE:-0}" = 1 ] && echo hpcops,flashinfer,deepselect,vllm,torch)"
 fi
 if has phases; then
   for k in 2048 512; do
