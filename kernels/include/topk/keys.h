@@ -119,11 +119,14 @@ TOPK_HD uint16_t HalfBitsRoundNearest(float f) {
 #endif
 }
 
+// Descending key of raw 16-bit patterns (no zero canonicalisation).
+TOPK_HD uint32_t DescendingKey16OfBits(uint32_t h) { return (h & 0x8000u) ? h : (0x7FFFu - h); }
+
+// The coarse bin: the top 11 bits of the descending key of the value's FP16
+// rounding.
 TOPK_HD uint32_t Coarse(float x) {
   if (FloatBits(x) == 0x80000000u) x = 0.0f;  // -0.0 shares +0.0's bin
-  const uint32_t h = HalfBitsRoundNearest(x);
-  const uint32_t descending16 = (h & 0x8000u) ? h : (0x7FFFu - h);
-  return descending16 >> 5;
+  return DescendingKey16OfBits(HalfBitsRoundNearest(x)) >> 5;
 }
 
 // Coarse(x) for x known not to be NaN: on the GPU the conversion alone, without
@@ -131,9 +134,7 @@ TOPK_HD uint32_t Coarse(float x) {
 TOPK_HD uint32_t CoarseOfNumber(float x) {
 #if defined(__CUDA_ARCH__)
   if (FloatBits(x) == 0x80000000u) x = 0.0f;  // -0.0 shares +0.0's bin
-  const uint32_t h = __half_as_ushort(__float2half_rn(x));
-  const uint32_t descending16 = (h & 0x8000u) ? h : (0x7FFFu - h);
-  return descending16 >> 5;
+  return DescendingKey16OfBits(__half_as_ushort(__float2half_rn(x))) >> 5;
 #else
   return Coarse(x);
 #endif
@@ -257,8 +258,6 @@ TOPK_HD uint16_t Bf16BitsRoundNearest(float f) {
 TOPK_HD bool IsBf16Nan(uint16_t h) { return (h & 0x7FFFu) > 0x7F80u; }
 TOPK_HD bool IsFp16Nan(uint16_t h) { return (h & 0x7FFFu) > 0x7C00u; }
 
-// Descending key of raw 16-bit patterns (no zero canonicalisation).
-TOPK_HD uint32_t DescendingKey16OfBits(uint32_t h) { return (h & 0x8000u) ? h : (0x7FFFu - h); }
 // Inverse of DescendingKey16OfBits.
 TOPK_HD uint16_t BitsOfDescendingKey16(uint32_t key) {
   return static_cast<uint16_t>((key & 0x8000u) ? key : (0x7FFFu - key));
