@@ -18,7 +18,10 @@
 #   region: the route forced on every decode shape beside the planner's
 #   route without it (--alt_resident=-1), K = 2048, 1024 and 512.
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
-#   small case at each cluster size (FP32), in parallel.
+#   small case at each cluster size (FP32), in parallel. profile: Nsight
+#   Compute on the resident kernel (PROFILE_SHAPES, default "1:32768
+#   32:32768"; PROFILE_K, default 2048): prof_<shape>.txt (sections) and
+#   prof_<shape>_sass.csv (stall samples per instruction: sass_profile.py).
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60),
 #   DECODE_BASE_ALONE (1: the base step without the peers interleaved),
 #   STEPS_SIZES (the steps' cluster sizes, default "0 4 8 16"), STEPS_BIN (the
@@ -136,6 +139,23 @@ if has spec; then
         --alt_resident=-1 --csv "$OUT/spec_k${k}_n$n.csv" >"$OUT/spec_k${k}_n$n.log" 2>&1
       echo "spec K=$k rows per request=$n rc=$?"
     done
+  done
+fi
+if has profile; then
+  # Where the resident kernel's warps stall, per SASS instruction (Nsight
+  # Compute's PC sampling; the clocks left alone), and the kernel's
+  # throughput and stall sections; bench/gpu/sass_profile.py reads the CSV.
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for sh in ${PROFILE_SHAPES:-1:32768 32:32768}; do
+    tag=prof_$(echo "$sh" | tr ':' 'x')
+    timeout 150 "$ncu" --clock-control none --kernel-name regex:Resident --launch-skip 3 \
+      --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SourceCounters \
+      -o "$OUT/$tag" -f "$bin/topk-bench-gpu" --k "${PROFILE_K:-2048}" --shapes "$sh" --reps 5 \
+      --resident=1 --exact=false --csv "$OUT/$tag.bench.csv" >"$OUT/$tag.log" 2>&1
+    echo "profile $sh rc=$?"
+    "$ncu" -i "$OUT/$tag.ncu-rep" --page details --print-details all >"$OUT/$tag.txt" 2>&1
+    "$ncu" -i "$OUT/$tag.ncu-rep" --page source --csv --print-source sass >"$OUT/${tag}_sass.csv" 2>&1
+    rm -f "$OUT/$tag.ncu-rep"
   done
 fi
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
