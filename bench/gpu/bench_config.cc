@@ -49,6 +49,8 @@ ABSL_FLAG(int32_t, resident, topk::CudaSelectorConfig{}.resident_route,
           "resident decode route: 0 the planner's region, 1 every bucket it serves, -1 off");
 ABSL_FLAG(int32_t, resident_cluster_size, topk::CudaSelectorConfig{}.resident_cluster_size,
           "CTAs per cluster of the resident route (0: the planner's)");
+ABSL_FLAG(int32_t, resident_threads, topk::CudaSelectorConfig{}.resident_threads,
+          "threads per CTA of the resident route: 512 or 1024 (0: the planner's)");
 ABSL_FLAG(int32_t, alt_resident, -2,
           "A/B: also time a selector with this resident setting (as --resident; -2: none)");
 ABSL_FLAG(bool, route_table, topk::CudaSelectorConfig{}.use_route_table,
@@ -87,6 +89,7 @@ CudaSelectorConfig SelectorConfigFromFlags() {
   cfg.cluster_ctas_per_sm = absl::GetFlag(FLAGS_cluster_ctas_per_sm);
   cfg.resident_route = absl::GetFlag(FLAGS_resident);
   cfg.resident_cluster_size = absl::GetFlag(FLAGS_resident_cluster_size);
+  cfg.resident_threads = absl::GetFlag(FLAGS_resident_threads);
   cfg.use_route_table = absl::GetFlag(FLAGS_route_table);
   return cfg;
 }

@@ -17,6 +17,7 @@
 //                       [--alt_cluster_size=8|16] [--cluster_ctas_per_sm=1|2]
 //                       [--alt_cluster_ctas_per_sm=1|2] [--times_csv=FILE]
 //                       [--resident=0|1|-1] [--resident_cluster_size=1..16]
+//                       [--resident_threads=512|1024]
 //                       [--alt_resident=0|1|-1] [--spec_rows=N]
 // --alt_cluster times a second selector with that cluster-route setting (A/B
 // of the cluster route against the route it replaces); --times_csv appends

@@ -18,7 +18,7 @@
 #   region: the route forced on every decode shape beside the planner's
 #   route without it (--alt_resident=-1), K = 2048, 1024 and 512.
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
-#   small case at each cluster size (FP32), in parallel. profile: Nsight
+#   small case at each cluster size and CTA size (FP32), in parallel. profile: Nsight
 #   Compute on the resident kernel (PROFILE_SHAPES, default "1:32768
 #   32:32768"; PROFILE_K, default 2048): prof_<shape>.txt (sections) and
 #   prof_<shape>_sass.csv (stall samples per instruction: sass_profile.py).
@@ -169,9 +169,12 @@ if has sanitize; then
        >"$OUT/memcheck_$t.log" 2>&1; echo "memcheck $t rc=$?" >>"$OUT/memcheck_$t.log") &
   done
   for size in 1 4 16; do
-    (timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" --gtest_brief=1 \
-       --gtest_filter="*ResidentRouteTest.SanitizerSmallRows/Ranks${size}_fp32" \
-       >"$OUT/racecheck_$size.log" 2>&1; echo "racecheck ranks $size rc=$?" >>"$OUT/racecheck_$size.log") &
+    for threads in 512 1024; do
+      (timeout "$san_timeout" "$sanitizer" --tool racecheck "$bin/topk_cuda_test" --gtest_brief=1 \
+         --gtest_filter="*ResidentRouteTest.SanitizerSmallRows/Ranks${size}_Threads${threads}_fp32" \
+         >"$OUT/racecheck_${size}_$threads.log" 2>&1
+       echo "racecheck ranks $size threads $threads rc=$?" >>"$OUT/racecheck_${size}_$threads.log") &
+    done
   done
 fi
 if has suite; then

@@ -125,6 +125,9 @@ struct CudaSelectorConfig {
   // Its CTAs per cluster (1, 2, 4, 8 or 16; at least what the row's width
   // needs); 0: the planner's choice.
   int resident_cluster_size = 0;
+  // Its threads per CTA (512 or 1024: route_policies.h, kResident); 0: the
+  // planner's choice.
+  int resident_threads = 0;
   // Planner override of the persistent grid (0: occupancy * SMs).
   int32_t grid_override = 0;
   // > 0: every sampled bucket with N_cap >= 64K (KvSplitPolicy) takes the
@@ -184,10 +187,13 @@ CudaClusterChoice CudaChooseCluster(const ProblemShape& shape, const CudaDeviceI
 // K <= kCudaMaxFastK and N_cap up to 16 slices on a device with clusters;
 // the planner takes it in its measured region (resident_route = 0;
 // route_policies.h, kResidentRegion). Its CTAs per cluster for the bucket,
-// 0 where it does not take it; and the keys each rank's slice holds.
+// 0 where it does not take it; the keys each rank's slice holds; and the
+// threads of its CTAs at that size.
 int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& device,
                             const CudaSelectorConfig& config);
 int64_t CudaResidentSliceKeys(int64_t max_width, int32_t cluster_size);
+int CudaResidentThreads(const ProblemShape& shape, int32_t cluster_size,
+                        const CudaSelectorConfig& config);
 
 // Per-CTA global overflow entries of each candidate/frontier slice.
 int64_t CudaSliceEntries(int32_t k);

@@ -70,6 +70,7 @@ cuda::KernelParams MakeParams(const Plan& plan, const CudaSelectorConfig& config
   }
   if (plan.route == Route::kResidentDecode) {
     p.split = plan.split;  // CTAs per cluster
+    p.block = plan.block;  // 512 or 1024 threads
     p.resident_slice_keys =
         static_cast<int32_t>(CudaResidentSliceKeys(plan.shape.max_width, plan.split));
   }

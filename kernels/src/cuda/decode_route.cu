@@ -25,7 +25,8 @@
 // A frontier that still exceeds rank 0's store (a flood of equal values) is
 // refined by re-scanning the row for the values in its band, still exact. Rows of L <= K, bad
 // lengths and NaN rows are answered by rank 0 alone. Clusters take rows in turn (row = cluster id,
-// + clusters, ...).
+// + clusters, ...). The kernel comes in two CTA sizes (planner::kResident: 512 threads for few
+// rows, 1024 for the band of many), the same steps.
 #include <cooperative_groups.h>
 
 #include "key_levels.cuh"
@@ -45,10 +46,8 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kB = kResidentThreads;
-
 // The row of L <= K values on rank 0 alone: the whole row, or no answer.
-template <typename Row>
+template <int kB, typename Row>
 __device__ __forceinline__ void AnswerWholeRow(SharedState<kB>& s, const RowScope& scope,
                                                const Row& row, uint32_t L, uint64_t* sort_buf) {
   if (threadIdx.x == 0) s.nan = 0u;
@@ -64,14 +63,14 @@ __device__ __forceinline__ void AnswerWholeRow(SharedState<kB>& s, const RowScop
   __syncthreads();
 }
 
-template <typename Row>
+template <typename Row, int kB>
 __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     ResidentDecodeKernel(const DeviceArgs args_in, const DeviceArgs* __restrict__ dev_args,
                          const __grid_constant__ KernelParams p) {
 #if TOPK_HAS_CLUSTERS
   extern __shared__ uint4 smem_raw[];
   SharedState<kB>& s = *reinterpret_cast<SharedState<kB>*>(smem_raw);
-  const ResidentRank mine = MakeResidentRank(s);
+  const ResidentRank mine = MakeResidentRank<kB>(s);
   cg::cluster_group cluster = cg::this_cluster();
   const uint32_t ranks = cluster.num_blocks();
   const uint32_t me = cluster.block_rank();
@@ -107,7 +106,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     if (length < 0 || length > a.width || length <= p.k) {
       if (me != 0) continue;
       if (!scope.FailBadLength<kB>(length)) {
-        AnswerWholeRow(s, scope, row, static_cast<uint32_t>(length), sort_buf);
+        AnswerWholeRow<kB>(s, scope, row, static_cast<uint32_t>(length), sort_buf);
       }
       continue;
     }
@@ -257,12 +256,13 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
 #endif
 }
 
+template <int kB>
 cudaLaunchConfig_t ResidentConfig(int grid, int ranks, uint32_t slice_keys, cudaStream_t stream,
                                   cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(grid));
   cfg.blockDim = dim3(kB);
-  cfg.dynamicSmemBytes = ResidentSharedBytes(slice_keys);
+  cfg.dynamicSmemBytes = ResidentSharedBytes<kB>(slice_keys);
   cfg.stream = stream;
   attr->id = cudaLaunchAttributeClusterDimension;
   attr->val.clusterDim.x = static_cast<unsigned>(ranks);
@@ -273,31 +273,48 @@ cudaLaunchConfig_t ResidentConfig(int grid, int ranks, uint32_t slice_keys, cuda
   return cfg;
 }
 
-template <typename Row>
+template <typename Row, int kB>
 cudaError_t ConfigureResidentKernel() {
-  cudaError_t e =
-      cudaFuncSetAttribute(ResidentDecodeKernel<Row>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(ResidentSharedBytes(kResidentMaxSliceKeys)));
+  cudaError_t e = cudaFuncSetAttribute(
+      ResidentDecodeKernel<Row, kB>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+      static_cast<int>(ResidentSharedBytes<kB>(kResidentMaxSliceKeys)));
   if (e != cudaSuccess) return e;
   // 16 ranks is above the portable cluster size of 8.
-  return cudaFuncSetAttribute(ResidentDecodeKernel<Row>,
+  return cudaFuncSetAttribute(ResidentDecodeKernel<Row, kB>,
                               cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+
+template <int kB>
+cudaError_t LaunchResidentOf(const DeviceArgs& args, const DeviceArgs* dev_args,
+                             const KernelParams& params, int grid, cudaStream_t stream) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = ResidentConfig<kB>(
+      grid, params.split, static_cast<uint32_t>(params.resident_slice_keys), stream, &attr);
+  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
+    return cudaLaunchKernelEx(&cfg, ResidentDecodeKernel<F32Row, kB>, args, dev_args, params);
+  }
+  return cudaLaunchKernelEx(&cfg, ResidentDecodeKernel<Half16Row, kB>, args, dev_args, params);
 }
 
 }  // namespace
 
 cudaError_t ConfigureResidentRoute() {
-  cudaError_t e = ConfigureResidentKernel<F32Row>();
-  if (e == cudaSuccess) e = ConfigureResidentKernel<Half16Row>();
+  cudaError_t e = ConfigureResidentKernel<F32Row, kResidentThreads>();
+  if (e == cudaSuccess) e = ConfigureResidentKernel<Half16Row, kResidentThreads>();
+  if (e == cudaSuccess) e = ConfigureResidentKernel<F32Row, kResidentWideThreads>();
+  if (e == cudaSuccess) e = ConfigureResidentKernel<Half16Row, kResidentWideThreads>();
   return e;
 }
 
+// Counted on the 512-thread kernel: both sizes take one SM per CTA (the
+// whole register file at 1024 threads, and nearly the same shared memory).
 cudaError_t ResidentOccupancy(int ranks, int* clusters) {
   *clusters = 0;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
-      ResidentConfig(ranks, ranks, kResidentMaxSliceKeys, nullptr, &attr);
-  if (cudaOccupancyMaxActiveClusters(clusters, ResidentDecodeKernel<F32Row>, &cfg) != cudaSuccess) {
+      ResidentConfig<kResidentThreads>(ranks, ranks, kResidentMaxSliceKeys, nullptr, &attr);
+  if (cudaOccupancyMaxActiveClusters(clusters, ResidentDecodeKernel<F32Row, kResidentThreads>,
+                                     &cfg) != cudaSuccess) {
     // A device without clusters of this size: the route is not offered.
     *clusters = 0;
     cudaGetLastError();
@@ -307,13 +324,10 @@ cudaError_t ResidentOccupancy(int ranks, int* clusters) {
 
 cudaError_t LaunchResident(const DeviceArgs& args, const DeviceArgs* dev_args,
                            const KernelParams& params, int grid, cudaStream_t stream) {
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = ResidentConfig(
-      grid, params.split, static_cast<uint32_t>(params.resident_slice_keys), stream, &attr);
-  if (params.dtype == static_cast<int32_t>(ScoreType::kFloat32)) {
-    return cudaLaunchKernelEx(&cfg, ResidentDecodeKernel<F32Row>, args, dev_args, params);
+  if (params.block == kResidentWideThreads) {
+    return LaunchResidentOf<kResidentWideThreads>(args, dev_args, params, grid, stream);
   }
-  return cudaLaunchKernelEx(&cfg, ResidentDecodeKernel<Half16Row>, args, dev_args, params);
+  return LaunchResidentOf<kResidentThreads>(args, dev_args, params, grid, stream);
 }
 
 }  // namespace topk::cuda

@@ -136,6 +136,13 @@ struct PersistentVariant<kThreads> {
   static constexpr int kOutput = kSmemOutput;
   static constexpr int kAdmitUnroll = planner::kPersistent512.admit_unroll;
 };
+// The resident decode route's wide CTA (its kernel runs the shared phases,
+// not the persistent kernel's admission): only the committed-index staging
+// is sized. Its 512-thread CTA is kThreads's.
+template <>
+struct PersistentVariant<planner::kResident.wide_threads> {
+  static constexpr int kOutput = kSmemOutput;
+};
 template <>
 struct PersistentVariant<kSmallThreads> {
   static constexpr int kMinBlocks = planner::kPersistent256.min_blocks;

@@ -21,14 +21,16 @@ namespace topk::cuda {
 // After the barrier that completes every rank's view_hist and counts; the
 // caller's next cluster barrier completes every total_hist, and its
 // __syncthreads publishes *totals (thread 0 writes it). total_hist zeroed by
-// the caller before the first barrier. kB threads, kCoarseBins = 4 kB.
+// the caller before the first barrier. kB threads (512 or 1024: kCoarseBins
+// / kB (bin, rank) pairs each).
 template <int kB>
 __device__ __noinline__ void ExchangeResidentHistograms(const uint32_t* view_hist,
                                                         uint32_t* total_hist,
                                                         const ResidentCounts* counts,
                                                         ResidentTotals* totals) {
   namespace cg = cooperative_groups;
-  static_assert(kCoarseBins == 4 * kB, "four (bin, rank) pairs per thread");
+  constexpr int kPairs = kCoarseBins / kB;
+  static_assert(kCoarseBins == kPairs * kB, "whole (bin, rank) pairs per thread");
   cg::cluster_group cluster = cg::this_cluster();
   const uint32_t ranks = cluster.num_blocks();
   const uint32_t me = cluster.block_rank();
@@ -42,21 +44,21 @@ __device__ __noinline__ void ExchangeResidentHistograms(const uint32_t* view_his
     if (lane == 0) totals->nan = nan;
   }
   // Reduce-scatter: pair p = (rank p / per, bin first + p % per).
-  uint32_t v[4];
+  uint32_t v[kPairs];
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
+  for (int u = 0; u < kPairs; ++u) {
     const uint32_t p = tid + u * kB;
     v[u] = cluster.map_shared_rank(view_hist, p / per)[first + p % per];
   }
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
+  for (int u = 0; u < kPairs; ++u) {
     const uint32_t p = tid + u * kB;
     if (v[u] != 0u) atomicAdd(&total_hist[first + p % per], v[u]);
   }
   __syncthreads();
   // All-gather: the slice's sums into every other rank's total.
 #pragma unroll
-  for (int u = 0; u < 4; ++u) {
+  for (int u = 0; u < kPairs; ++u) {
     const uint32_t p = tid + u * kB;
     const uint32_t q = p / per;
     const uint32_t bin = first + p % per;

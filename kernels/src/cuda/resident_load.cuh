@@ -15,11 +15,12 @@
 
 namespace topk::cuda {
 
-// 16-byte loads in flight per thread: a 16K-value FP32 segment (a 16-rank
-// row of 256K) in one round trip, and a 32K-key slice in two (one CTA per SM
-// leaves the registers for them). The tail past the full steps is issued in
+// 16-byte loads in flight per CTA: a 16K-value FP32 segment (a 16-rank row
+// of 256K) in one round trip, and a 32K-key slice in two, with either CTA
+// size: 8 a thread of 512, 4 a thread of 1024 (8 there spills under its 64
+// registers and measured slower). The tail past the full steps is issued in
 // one batch too (StreamSegment).
-inline constexpr int kResidentLoadUnroll = 8;
+inline constexpr int kResidentLoadsInFlight = 4096;
 
 // Loads seg[0, len) into keys[0, len) (Key32 of each value), counts Coarse of
 // each non-NaN value into hist (zeroed by the caller, with a barrier since)
@@ -31,7 +32,7 @@ template <int kB, typename Row>
 __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, uint32_t* keys,
                                                  uint32_t* hist, ResidentCounts* c) {
   unsigned nan = 0;
-  StreamSegment<kB, kResidentLoadUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
+  StreamSegment<kB, kResidentLoadsInFlight / kB>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
     uint32_t k4[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

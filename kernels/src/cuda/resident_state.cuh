@@ -17,11 +17,13 @@
 
 namespace topk::cuda {
 
+// The two CTA sizes (planner::kResident): few rows, and the band.
 inline constexpr int kResidentThreads = planner::kResident.threads;
+inline constexpr int kResidentWideThreads = planner::kResident.wide_threads;
+static_assert(kResidentThreads == kThreads, "the 512-thread CTA is the shared phases' state");
 inline constexpr uint32_t kResidentFrontierA = planner::kResident.frontier_a;
 inline constexpr uint32_t kResidentFrontierB = planner::kResident.frontier_b;
 inline constexpr uint32_t kResidentMaxSliceKeys = planner::kResident.max_slice_keys;
-static_assert(kResidentThreads == kThreads, "the shared phases run the 512-thread state");
 
 // What a rank publishes after loading its slice (read by every rank between
 // the two barriers that bracket the all-reduce), and rank 0's gather count.
@@ -36,7 +38,7 @@ struct ResidentCounts {
 struct ResidentTotals {
   uint32_t nan;
   uint32_t pad;
-  uint32_t gather[2 * (kThreads / 32 + 1)];
+  uint32_t gather[2 * (kResidentWideThreads / 32 + 1)];  // either CTA size
 };
 static_assert(sizeof(ResidentTotals) % 16 == 0, "the slice stays 16-byte aligned");
 
@@ -47,14 +49,19 @@ __host__ __device__ constexpr uint32_t ResidentSliceWords(uint32_t slice_keys) {
   const uint32_t keys = (slice_keys + 3u + 3u) / 4u * 4u;  // up to 3 words of skew
   return keys > store ? keys : store;
 }
+template <int kB>
 __host__ __device__ constexpr size_t ResidentFixedBytes() {
-  return sizeof(SharedState<kThreads>) + 8u * kResidentFrontierA + 8u * kCoarseBins +
+  return sizeof(SharedState<kB>) + 8u * kResidentFrontierA + 8u * kCoarseBins +
          sizeof(ResidentCounts) + sizeof(ResidentTotals);
 }
+template <int kB>
 __host__ __device__ constexpr size_t ResidentSharedBytes(uint32_t slice_keys) {
-  return ResidentFixedBytes() + 4u * ResidentSliceWords(slice_keys);
+  return ResidentFixedBytes<kB>() + 4u * ResidentSliceWords(slice_keys);
 }
-static_assert(ResidentSharedBytes(kResidentMaxSliceKeys) <= 227u * 1024u, "one rank per SM");
+static_assert(ResidentSharedBytes<kResidentThreads>(kResidentMaxSliceKeys) <= 227u * 1024u,
+              "one rank per SM");
+static_assert(ResidentSharedBytes<kResidentWideThreads>(kResidentMaxSliceKeys) <= 227u * 1024u,
+              "one rank per SM");
 // The output sort (pow2(K) 64-bit keys) reuses frontier A.
 static_assert(8u * kSmemOutput <= 8u * kResidentFrontierA, "sort in frontier A");
 
@@ -68,7 +75,8 @@ struct ResidentRank {
   ResidentTotals* totals;
   uint32_t* keys;  // the slice; rank 0's frontier B after the gather
 };
-__device__ __forceinline__ ResidentRank MakeResidentRank(SharedState<kThreads>& s) {
+template <int kB>
+__device__ __forceinline__ ResidentRank MakeResidentRank(SharedState<kB>& s) {
   uint32_t* a = reinterpret_cast<uint32_t*>(&s + 1);
   uint32_t* hists = a + 2 * kResidentFrontierA;
   auto* counts = reinterpret_cast<ResidentCounts*>(hists + 2 * kCoarseBins);

@@ -60,6 +60,12 @@ absl::Status CheckRequest(const ProblemShape& shape, const CudaDeviceInfo& devic
     return absl::InvalidArgumentError(absl::StrFormat(
         "resident_cluster_size = %d: 0, 1, 2, 4, 8 or 16", config.resident_cluster_size));
   }
+  if (config.resident_threads != 0 && config.resident_threads != planner::kResident.threads &&
+      config.resident_threads != planner::kResident.wide_threads) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("resident_threads = %d: 0, %d or %d", config.resident_threads,
+                        planner::kResident.threads, planner::kResident.wide_threads));
+  }
   if (config.cluster_ctas_per_sm < 0 || config.cluster_ctas_per_sm > 2) {
     return absl::InvalidArgumentError(
         absl::StrFormat("cluster_ctas_per_sm = %d: 0, 1 or 2", config.cluster_ctas_per_sm));

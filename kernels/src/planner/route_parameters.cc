@@ -81,7 +81,7 @@ void ClusterParameters(const RouteChoice& choice, const PlanInputs& in, Plan* pl
 // cluster beyond the resident ones waits for a slot), no sample.
 void ResidentParameters(const RouteChoice& choice, const PlanInputs& in, Plan* plan) {
   plan->split = choice.split;
-  plan->block = kResident.threads;
+  plan->block = CudaResidentThreads(in.shape, choice.split, in.config);
   plan->sample_stride = 0;
   plan->grid = static_cast<int32_t>(in.shape.max_rows * choice.split);
 }

@@ -191,6 +191,14 @@ inline constexpr ClusterTable kClusterTable{65536, 131072, 8, 1048576};
 // row), its next level frontier_b (over its own slice, dead by then). A
 // boundary bin of at most `candidates` entries is not gathered: every rank
 // gets the bin's entries and ranks its own among them (resident_candidates.cuh).
+// Two CTA sizes, one CTA per SM either way: `threads` for the few-row decode
+// batches, whose rows are chains of short dependent steps (a 1024-thread
+// CTA's barriers and 2048-bin boundary scans cost ~0.5 us more a row), and
+// `wide_threads` where a rank streams and gathers many values (M_cap >=
+// wide_min_rows, or slices of wide_min_slice_keys): twice the warps per SM
+// to cover each warp's dependent steps (one H100, bench/NOTES.md, "fourth
+// round": 32-128 rows of 32K 0.87-0.94x the 512-thread time, 64 x 64K and 8
+// x 256K at K = 512 0.93x; 1 and 8 rows of 32K and 64K 1.04-1.11x).
 struct ResidentPolicy {
   int threads;
   int min_blocks;
@@ -199,8 +207,11 @@ struct ResidentPolicy {
   uint32_t frontier_b;
   int max_cluster;      // CTAs per cluster (16: the H100/H200's non-portable size)
   uint32_t candidates;  // the shared bin's entries (a warp ranks one among them)
+  int wide_threads;     // the band's CTA (64 registers a thread)
+  int64_t wide_min_rows;
+  int64_t wide_min_slice_keys;
 };
-inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16, 512};
+inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16, 512, 1024, 32, 32768};
 
 // Where the planner takes it (resident_route = 0, nothing else forced): the
 // cells where it measured faster than the routes it replaces (bench/NOTES.md,

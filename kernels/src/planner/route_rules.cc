@@ -153,4 +153,15 @@ int CudaResidentClusterSize(const ProblemShape& shape, const CudaDeviceInfo& dev
   return 1 << need;
 }
 
+// The band's CTA where a rank streams and gathers many values: many rows
+// (every SM busy with its own) or wide slices (planner::kResident).
+int CudaResidentThreads(const ProblemShape& shape, int32_t cluster_size,
+                        const CudaSelectorConfig& config) {
+  const planner::ResidentPolicy& r = planner::kResident;
+  if (config.resident_threads > 0) return config.resident_threads;
+  const bool band = shape.max_rows >= r.wide_min_rows ||
+                    CudaResidentSliceKeys(shape.max_width, cluster_size) >= r.wide_min_slice_keys;
+  return band ? r.wide_threads : r.threads;
+}
+
 }  // namespace topk

@@ -15,7 +15,7 @@ namespace {
 // forces a route, a variant or a grid (A/B measurements) keeps the rules.
 bool TableApplies(const CudaSelectorConfig& config) {
   return config.use_route_table && PlannerChoosesFreely(config) && config.resident_route <= 0 &&
-         config.resident_cluster_size == 0;
+         config.resident_cluster_size == 0 && config.resident_threads == 0;
 }
 
 // Each cell's choice as a route and its policy; kRules has none.

@@ -6,13 +6,15 @@
 // bin (gathered and re-scanned frontiers); infinity floods, NaN and bad
 // lengths; speculative-decoding rows; degenerate rows at the route's widest
 // bucket; clusters taking several rows in turn; graph replays; a small case
-// for the sanitizers. Every test asserts the route and cluster size in the
-// plan and the rows the clusters served (kernel counters), on FP32, BF16 and
-// FP16 rows; skips without a device or without the route's clusters.
+// for the sanitizers. Every test asserts the route, cluster size and CTA size
+// in the plan and the rows the clusters served (kernel counters), on FP32,
+// BF16 and FP16 rows, with both CTA sizes; skips without a device or without
+// the route's clusters.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -27,11 +29,22 @@
 namespace topk::cuda_test {
 namespace {
 
-// The parameter's first element is the requested cluster size (the plan
-// takes at least what the width needs).
+// The parameter's first element picks a variant: the requested cluster size
+// (the plan takes at least what the width needs) and the CTA's threads.
+struct ResidentVariant {
+  int ranks;
+  int threads;
+};
+constexpr ResidentVariant kResidentVariants[] = {
+    {1, topk::planner::kResident.threads},      {4, topk::planner::kResident.threads},
+    {16, topk::planner::kResident.threads},     {1, topk::planner::kResident.wide_threads},
+    {4, topk::planner::kResident.wide_threads}, {16, topk::planner::kResident.wide_threads}};
+
 class ResidentRouteTest : public CudaSelectorTest {
  protected:
-  int Requested() const { return std::get<0>(GetParam()); }
+  static const ResidentVariant& Variant(int i) { return kResidentVariants[i]; }
+  int Requested() const { return Variant(std::get<0>(GetParam())).ranks; }
+  int Threads() const { return Variant(std::get<0>(GetParam())).threads; }
   static int Needed(int64_t width) {
     int need = 1;
     while (int64_t{need} * topk::planner::kResident.max_slice_keys < width) need <<= 1;
@@ -41,6 +54,7 @@ class ResidentRouteTest : public CudaSelectorTest {
   std::unique_ptr<CudaSelector> MakeResident(CudaSelectorConfig c = {}) {
     c.resident_route = 1;
     c.resident_cluster_size = Requested();
+    c.resident_threads = Threads();
     auto s = CudaSelector::Create(c);
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok() || (*s)->device_info().resident_clusters[4] <= 0) return nullptr;
@@ -60,6 +74,7 @@ class ResidentRouteTest : public CudaSelectorTest {
     if (HasFatalFailure()) return;
     ASSERT_EQ(plan.route, Route::kResidentDecode) << what;
     ASSERT_EQ(plan.split, std::max(Requested(), Needed(m.width))) << what;
+    ASSERT_EQ(plan.block, Threads()) << what;
     ExpectReferenceAnswer(m, k, o, out, status, what);
     if (HasFatalFailure()) return;
     int64_t served = 0;
@@ -226,14 +241,16 @@ TEST_P(ResidentRouteTest, GraphReplayWithLiveRows) {
 }
 
 std::string ResidentName(const ::testing::TestParamInfo<SelectorParam>& info) {
-  return "Ranks" + std::to_string(std::get<0>(info.param)) + "_" +
+  const ResidentVariant& v = kResidentVariants[std::get<0>(info.param)];
+  return "Ranks" + std::to_string(v.ranks) + "_Threads" + std::to_string(v.threads) + "_" +
          std::string(ScoreTypeName(std::get<1>(info.param)));
 }
 
 // 1, 4 and 16 CTAs per cluster (the plan raises it to what the width
-// needs), every score type.
+// needs), each with both CTA sizes, every score type.
 INSTANTIATE_TEST_SUITE_P(ResidentVariants, ResidentRouteTest,
-                         ::testing::Combine(::testing::Values(1, 4, 16),
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(
+                                                                    kResidentVariants))),
                                             ::testing::ValuesIn(kAllScoreTypes)),
                          ResidentName);
 

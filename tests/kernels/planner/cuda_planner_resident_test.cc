@@ -1,7 +1,7 @@
 // The CUDA planner's resident decode route (host-side, a fake device): its
 // measured cells, its cluster size (what the width needs, widened by the SMs the
-// bucket's rows leave), the header-only workspace, the forced and switched-off
-// settings, and configurations that force another route.
+// bucket's rows leave), its CTA size, the header-only workspace, the forced and
+// switched-off settings, and configurations that force another route.
 #include <gtest/gtest.h>
 
 #include "cuda_planner_fake_device.h"
@@ -49,7 +49,7 @@ TEST(CudaPlannerResidentTest, MeasuredCellsTakeTheRoute) {
     const Plan p = MustPlanOn(d, k, m, n);
     EXPECT_EQ(p.route, Route::kResidentDecode) << k << " " << m << " x " << n;
     EXPECT_EQ(p.grid, m * p.split);
-    EXPECT_EQ(p.block, kResident.threads);
+    EXPECT_EQ(p.block, CudaResidentThreads(p.shape, p.split, {}));
     EXPECT_EQ(p.sample_stride, 0);
     EXPECT_EQ(p.workspace_bytes, CudaWorkspaceBytes(k, 0));  // the header alone
     EXPECT_NE(p.why.find("resident"), std::string::npos) << p.why;
@@ -80,6 +80,30 @@ TEST(CudaPlannerResidentTest, ClusterSizeByWidthAndRows) {
   EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, c).split, 4);
   c.resident_cluster_size = 8;
   EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072, c).split, 8);
+}
+
+// 512 threads for few rows of narrow slices; 1024 from wide_min_rows rows
+// or full slices (kResident); a forced size wins, others are refused.
+TEST(CudaPlannerResidentTest, CtaSizeByRowsAndSlice) {
+  const CudaDeviceInfo d = ResidentH200();
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 32768).block, kResident.threads);         // 2K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 32768).block, kResident.threads);         // 4K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072).block, kResident.threads);        // 8K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).block, kResident.threads);        // 16K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 31, 32768).block, kResident.threads);
+  EXPECT_EQ(MustPlanOn(d, 2048, 32, 32768).block, kResident.wide_threads);   // the band
+  EXPECT_EQ(MustPlanOn(d, 2048, 128, 32768).block, kResident.wide_threads);
+  EXPECT_EQ(MustPlanOn(d, 1024, 64, 65536).block, kResident.wide_threads);
+  EXPECT_EQ(MustPlanOn(d, 512, 8, 262144).block, kResident.wide_threads);    // 32K a rank
+  static_assert(kResident.wide_min_rows == 32 && kResident.wide_min_slice_keys == 32768,
+                "the cases above straddle the policy's thresholds");
+  CudaSelectorConfig c;
+  c.resident_threads = kResident.wide_threads;
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 32768, c).block, kResident.wide_threads);
+  c.resident_threads = kResident.threads;
+  EXPECT_EQ(MustPlanOn(d, 2048, 128, 32768, c).block, kResident.threads);
+  c.resident_threads = 256;
+  EXPECT_FALSE(PlanCudaSelection(ProblemShape{2048, 1, 32768, Layout::kPitched}, {}, d, c).ok());
 }
 
 TEST(CudaPlannerResidentTest, OutsideTheCellsOtherRoutes) {
