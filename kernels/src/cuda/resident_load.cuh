@@ -31,8 +31,9 @@ inline constexpr int kResidentLoadsInFlight = 4096;
 template <int kB, typename Row>
 __device__ __noinline__ void LoadResidentSegment(const Row seg, uint32_t len, uint32_t* keys,
                                                  uint32_t* hist, ResidentCounts* c) {
+  constexpr int kUnroll = kResidentLoadsInFlight / kB;
   unsigned nan = 0;
-  StreamSegment<kB, kResidentLoadsInFlight / kB>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
+  StreamSegment<kB, kUnroll>(seg, len, [&](float4 v, uint32_t idx0, unsigned valid) {
     uint32_t k4[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {

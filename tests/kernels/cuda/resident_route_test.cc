@@ -248,11 +248,11 @@ std::string ResidentName(const ::testing::TestParamInfo<SelectorParam>& info) {
 
 // 1, 4 and 16 CTAs per cluster (the plan raises it to what the width
 // needs), each with both CTA sizes, every score type.
-INSTANTIATE_TEST_SUITE_P(ResidentVariants, ResidentRouteTest,
-                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(
-                                                                    kResidentVariants))),
-                                            ::testing::ValuesIn(kAllScoreTypes)),
-                         ResidentName);
+INSTANTIATE_TEST_SUITE_P(
+    ResidentVariants, ResidentRouteTest,
+    ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kResidentVariants))),
+                       ::testing::ValuesIn(kAllScoreTypes)),
+    ResidentName);
 
 }  // namespace
 }  // namespace topk::cuda_test
