@@ -215,15 +215,16 @@ inline constexpr ResidentPolicy kResident{512, 1, 32768, 6144, 4096, 16, 512, 10
 
 // Where the planner takes it (resident_route = 0, nothing else forced): the
 // cells where it measured faster than the routes it replaces (bench/NOTES.md,
-// "Selector V"; bench/results/decode_region.csv: the route forced beside the
-// planner's route without it, same rows, same call). A bucket's K band is the
-// smallest cell max_k >= K; it takes the route when N_cap >= kResidentMinWidth
-// and one cell of its band holds N_cap and M_cap. Measured and not taken:
-// 256 rows of 32K and 32 or more rows of 128K at K = 2048 (1.0-2.3x the
-// previous routes), 128 or more rows of 64K and 32 or more of 256K at
-// K <= 1024 (1.1-3.3x): with one CTA per SM the rows run in waves and each
-// rank's shared-memory histogram and gather are per-value work on one SM.
-// K above 2048 was not measured.
+// "Selector V"; bench/results/h100_decode_region.csv: the route forced beside
+// the planner's route without it, same rows, same call, one H100). A bucket's
+// K band is the smallest cell max_k >= K; it takes the route when N_cap >=
+// kResidentMinWidth and one cell of its band holds N_cap and M_cap. Measured
+// and not taken: 64 or more rows of 128K at K = 2048 (1.23-1.96x the
+// previous routes), 128 or more rows of 64K and 32 or more of 256K at K <=
+// 1024 (0.96-2.96x; 128 x 64K is 0.96x at K = 1024 and 1.00x at 512, no
+// gain): with one CTA per SM the rows run in waves and each rank's
+// shared-memory histogram and gather are per-value work on one SM. K above
+// 2048 was not measured.
 struct ResidentCell {
   int32_t max_k;
   int64_t max_width;
@@ -233,7 +234,8 @@ inline constexpr int64_t kResidentMinWidth = 16384;
 inline constexpr ResidentCell kResidentRegion[] = {
     {1024, 65536, 64},   // 1-64 rows of 64K: 0.62-0.83x
     {1024, 262144, 8},   // 1 and 8 rows of 256K: 0.74-1.00x
-    {2048, 32768, 128},  // 1-128 rows of 32K: 0.34-0.74x
+    {2048, 32768, 256},  // 1-256 rows of 32K: 0.34-0.95x
+    {2048, 131072, 32},  // 32 rows of 128K: 0.86x
     {2048, 262144, 8},   // 1 and 8 rows of 128K, 8 of 256K: 0.61-0.83x
 };
 

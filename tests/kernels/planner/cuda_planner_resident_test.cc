@@ -31,8 +31,8 @@ Plan MustPlanOn(const CudaDeviceInfo& d, int32_t k, int64_t m, int64_t n,
 }
 
 // The cells measured faster (route_policies.h): K <= 1024 with 1-64 rows up
-// to 64K or 1-8 up to 256K; 1024 < K <= 2048 with 1-128 rows up to 32K or
-// 1-8 rows up to 256K.
+// to 64K or 1-8 up to 256K; 1024 < K <= 2048 with 1-256 rows up to 32K, 1-32
+// up to 128K or 1-8 up to 256K.
 TEST(CudaPlannerResidentTest, MeasuredCellsTakeTheRoute) {
   const CudaDeviceInfo d = ResidentH200();
   struct Cell {
@@ -43,7 +43,8 @@ TEST(CudaPlannerResidentTest, MeasuredCellsTakeTheRoute) {
        {Cell{512, 1, 65536}, Cell{512, 8, kResidentMinWidth}, Cell{1024, 8, 65536},
         Cell{64, 1, 32768}, Cell{2048, 1, 32768}, Cell{2048, 64, 32768}, Cell{1500, 33, 20000},
         Cell{2048, 1, 131072}, Cell{2048, 8, 131072}, Cell{1025, 8, 65536}, Cell{2048, 128, 32768},
-        Cell{1024, 64, 65536}, Cell{512, 8, 262144}, Cell{2048, 8, 262144}}) {
+        Cell{1024, 64, 65536}, Cell{512, 8, 262144}, Cell{2048, 8, 262144}, Cell{2048, 256, 32768},
+        Cell{2048, 32, 131072}, Cell{2048, 9, 131072}, Cell{2048, 20, 65536}}) {
     const int32_t k = c.k;
     const int64_t m = c.m, n = c.n;
     const Plan p = MustPlanOn(d, k, m, n);
@@ -86,15 +87,15 @@ TEST(CudaPlannerResidentTest, ClusterSizeByWidthAndRows) {
 // or full slices (kResident); a forced size wins, others are refused.
 TEST(CudaPlannerResidentTest, CtaSizeByRowsAndSlice) {
   const CudaDeviceInfo d = ResidentH200();
-  EXPECT_EQ(MustPlanOn(d, 2048, 1, 32768).block, kResident.threads);         // 2K a rank
-  EXPECT_EQ(MustPlanOn(d, 2048, 8, 32768).block, kResident.threads);         // 4K a rank
-  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072).block, kResident.threads);        // 8K a rank
-  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).block, kResident.threads);        // 16K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 32768).block, kResident.threads);   // 2K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 32768).block, kResident.threads);   // 4K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 1, 131072).block, kResident.threads);  // 8K a rank
+  EXPECT_EQ(MustPlanOn(d, 2048, 8, 131072).block, kResident.threads);  // 16K a rank
   EXPECT_EQ(MustPlanOn(d, 2048, 31, 32768).block, kResident.threads);
-  EXPECT_EQ(MustPlanOn(d, 2048, 32, 32768).block, kResident.wide_threads);   // the band
+  EXPECT_EQ(MustPlanOn(d, 2048, 32, 32768).block, kResident.wide_threads);  // the band
   EXPECT_EQ(MustPlanOn(d, 2048, 128, 32768).block, kResident.wide_threads);
   EXPECT_EQ(MustPlanOn(d, 1024, 64, 65536).block, kResident.wide_threads);
-  EXPECT_EQ(MustPlanOn(d, 512, 8, 262144).block, kResident.wide_threads);    // 32K a rank
+  EXPECT_EQ(MustPlanOn(d, 512, 8, 262144).block, kResident.wide_threads);  // 32K a rank
   static_assert(kResident.wide_min_rows == 32 && kResident.wide_min_slice_keys == 32768,
                 "the cases above straddle the policy's thresholds");
   CudaSelectorConfig c;
@@ -112,13 +113,13 @@ TEST(CudaPlannerResidentTest, OutsideTheCellsOtherRoutes) {
     int32_t k;
     int64_t m, n;
   };
-  // Measured slower: 256 rows of 32K and 32 of 128K at K = 2048, 128 rows of
-  // 64K and 32 of 256K at K <= 1024; past every cell: 129 rows of 32K, 9 of
-  // 128K, 65 of 64K and 9 of 256K at K = 512, K past 2048, rows below 16K
-  // and past the slices.
+  // Measured slower or no faster: 64 rows of 128K at K = 2048, 128 rows of
+  // 64K and 32 of 256K at K <= 1024; past every cell: 257 rows of 32K, 33 of
+  // 128K and 9 of 256K at K = 2048, 65 of 64K and 9 of 256K at K = 512, K
+  // past 2048, rows below 16K and past the slices.
   for (const Cell c :
-       {Cell{2048, 32, 131072}, Cell{2048, 256, 32768}, Cell{1024, 128, 65536},
-        Cell{512, 32, 262144}, Cell{2048, 129, 32768}, Cell{2048, 9, 131072}, Cell{512, 65, 65536},
+       {Cell{2048, 64, 131072}, Cell{1024, 128, 65536}, Cell{512, 32, 262144},
+        Cell{2048, 257, 32768}, Cell{2048, 33, 131072}, Cell{2048, 9, 262144}, Cell{512, 65, 65536},
         Cell{512, 9, 262144}, Cell{4096, 1, 32768}, Cell{8192, 8, 131072},
         Cell{2048, 8, kResidentMinWidth - 1}, Cell{2048, 8, int64_t{1} << 20}}) {
     EXPECT_NE(MustPlanOn(d, c.k, c.m, c.n).route, Route::kResidentDecode)
