@@ -22,11 +22,17 @@
 #   Compute on the resident kernel (PROFILE_SHAPES, default "1:32768
 #   32:32768"; PROFILE_K, default 2048): prof_<shape>.txt (sections) and
 #   prof_<shape>_sass.csv (stall samples per instruction: sass_profile.py).
+#   variants: builds side by side (pack-gpu.sh TOPK_VARIANTS packs each
+#   commit's topk-bench-gpu as bin/v/<name>): interleaved rounds on the decode
+#   shapes at the planner's sizes, the step timers of each; variants.csv and
+#   the printed ratios from bench/gpu/steps_table.py.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60),
 #   DECODE_BASE_ALONE (1: the base step without the peers interleaved),
 #   STEPS_SIZES (the steps' cluster sizes, default "0 4 8 16"), STEPS_BIN (the
 #   steps' benchmark: another build's topk-bench-gpu, for a before/after),
-#   STEPS_TAG (their files' prefix, default steps).
+#   STEPS_TAG (their files' prefix, default steps), VARIANTS (the builds in
+#   bin/v to time, the reference first; default all, in name order),
+#   VARIANT_ROUNDS (default 2).
 set -uo pipefail
 steps=${1:-tests,peers,base,phases}
 OUT=${OUT:-/tmp/topk-out}
@@ -131,6 +137,22 @@ if has steps; then
       grep -E "^fp32 M=|steps M=" "$OUT/${tag}_k${k}_c$size.log" | sed 's/  */ /g'
     done
   done
+fi
+if has variants; then
+  names=${VARIANTS:-$(ls "$bin/v" 2>/dev/null | tr '\n' ' ')}
+  for round in $(seq "${VARIANT_ROUNDS:-2}"); do
+    for v in $names; do
+      for k in 2048 512; do
+        sh="1:65536,8:65536,64:65536,1:262144,8:262144"
+        [ "$k" = 2048 ] && sh="1:32768,8:32768,32:32768,64:32768,128:32768,1:131072,8:131072"
+        LD_LIBRARY_PATH=$root/lib "$bin/v/$v" --k "$k" --shapes "$sh" --reps 30 --resident=1 \
+          --exact=false --csv "$OUT/var_${v}_k${k}_r$round.csv" >"$OUT/var_${v}_k${k}_r$round.log" 2>&1
+        echo "variant $v K=$k round $round rc=$?"
+      done
+    done
+  done
+  python3 bench/gpu/steps_table.py --dir "$OUT" --builds "$(echo $names | tr ' ' ',')" \
+    --out-csv "$OUT/variants.csv"
 fi
 if has spec; then
   for k in 2048 512; do

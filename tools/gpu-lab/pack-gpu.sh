@@ -5,6 +5,9 @@
 # TOPK_BASELINE=<commit>: also builds that commit's topk-bench-gpu (in a git
 # worktree beside the build) and packs it as bin/topk-bench-gpu-baseline, so
 # one device call can time the old and the new kernels side by side.
+# TOPK_VARIANTS="name=commit ...": each commit's topk-bench-gpu (one worktree
+# and build beside this one, rebuilt per commit) as bin/v/<name>, "name=."
+# this tree's: decode-peers.sh variants times them side by side.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${TOPK_BUILD_DIR:-build-gpu-lab}
@@ -28,7 +31,27 @@ if [ -n "${TOPK_BASELINE:-}" ]; then
   cp "$build-baseline/bench/gpu/topk-bench-gpu" "$build/topk-bench-gpu-baseline"
   bins+=("$build/topk-bench-gpu-baseline")
 fi
+variants=()
+for spec in ${TOPK_VARIANTS:-}; do
+  name=${spec%%=*} rev=${spec#*=}
+  if [ "$rev" = . ]; then
+    cp "$build/bench/gpu/topk-bench-gpu" "$build/variant-$name"
+  else
+    src=$build-variant-src
+    [ -e "$src/.git" ] || git worktree add --force --detach "$src" "$rev" >/dev/null
+    git -C "$src" checkout --quiet --detach "$rev"
+    cmake -S "$src" -B "$build-variant" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
+    cmake --build "$build-variant" -j "$jobs" --target topk-bench-gpu
+    cp "$build-variant/bench/gpu/topk-bench-gpu" "$build/variant-$name"
+  fi
+  variants+=("$name")
+done
 rm -rf "$dest"
 bash deploy/make-relocatable.sh "$dest" "${bins[@]}" --lib "$build/kernels/src/cuda/libtopk_c.so"
 strip "$dest"/bin/* 2>/dev/null || true
+for name in "${variants[@]}"; do
+  mkdir -p "$dest/bin/v"
+  cp "$build/variant-$name" "$dest/bin/v/$name" && strip "$dest/bin/v/$name"
+done
 du -sh "$dest"
