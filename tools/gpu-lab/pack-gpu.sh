@@ -21,14 +21,20 @@ cmake --build "$build" -j "$jobs" --target topk_cuda_test topk_cuda_key_maps_tes
 bins=("$build/tests/kernels/cuda/topk_cuda_test" "$build/tests/kernels/cuda/topk_cuda_key_maps_test"
       "$build/tests/kernels/planner/cuda_planner_test" "$build/bench/gpu/topk-bench-gpu"
       "$build/kernels/src/cuda/topk-plan")
-if [ -n "${TOPK_BASELINE:-}" ]; then
-  src=$build-baseline-src
-  [ -e "$src/.git" ] || git worktree add --force --detach "$src" "$TOPK_BASELINE" >/dev/null
-  git -C "$src" checkout --quiet --detach "$TOPK_BASELINE"
-  cmake -S "$src" -B "$build-baseline" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
+# Another commit's topk-bench-gpu, built in a worktree and build folder
+# beside this one (<folder>-src, <folder>; rebuilt incrementally per commit),
+# copied to <out>.
+bench_at() {  # commit folder out
+  local src=$2-src
+  [ -e "$src/.git" ] || git worktree add --force --detach "$src" "$1" >/dev/null
+  git -C "$src" checkout --quiet --detach "$1"
+  cmake -S "$src" -B "$2" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-  cmake --build "$build-baseline" -j "$jobs" --target topk-bench-gpu
-  cp "$build-baseline/bench/gpu/topk-bench-gpu" "$build/topk-bench-gpu-baseline"
+  cmake --build "$2" -j "$jobs" --target topk-bench-gpu
+  cp "$2/bench/gpu/topk-bench-gpu" "$3"
+}
+if [ -n "${TOPK_BASELINE:-}" ]; then
+  bench_at "$TOPK_BASELINE" "$build-baseline" "$build/topk-bench-gpu-baseline"
   bins+=("$build/topk-bench-gpu-baseline")
 fi
 variants=()
@@ -37,13 +43,7 @@ for spec in ${TOPK_VARIANTS:-}; do
   if [ "$rev" = . ]; then
     cp "$build/bench/gpu/topk-bench-gpu" "$build/variant-$name"
   else
-    src=$build-variant-src
-    [ -e "$src/.git" ] || git worktree add --force --detach "$src" "$rev" >/dev/null
-    git -C "$src" checkout --quiet --detach "$rev"
-    cmake -S "$src" -B "$build-variant" -DTOPK_BUILD_SERVER=OFF -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES="$arch" >/dev/null
-    cmake --build "$build-variant" -j "$jobs" --target topk-bench-gpu
-    cp "$build-variant/bench/gpu/topk-bench-gpu" "$build/variant-$name"
+    bench_at "$rev" "$build-variant" "$build/variant-$name"
   fi
   variants+=("$name")
 done
