@@ -28,11 +28,9 @@
 #   the printed ratios from bench/gpu/steps_table.py.
 # Env: OUT (default /tmp/topk-out), DECODE_REPS (peer_bench replays, default 60),
 #   DECODE_BASE_ALONE (1: the base step without the peers interleaved),
-#   STEPS_SIZES (the steps' cluster sizes, default "0 4 8 16"), STEPS_BIN (the
-#   steps' benchmark: another build's topk-bench-gpu, for a before/after),
-#   STEPS_TAG (their files' prefix, default steps), VARIANTS (the builds in
-#   bin/v to time, the reference first; default all, in name order),
-#   VARIANT_ROUNDS (default 2).
+#   STEPS_SIZES (the steps' cluster sizes, default "0 4 8 16"), VARIANTS (the
+#   builds in bin/v to time, the reference first; default all, in name
+#   order), VARIANT_ROUNDS (default 2).
 set -uo pipefail
 steps=${1:-tests,peers,base,phases}
 OUT=${OUT:-/tmp/topk-out}
@@ -125,16 +123,16 @@ fi
 if has steps; then
   # The resident route's step timers (load, its barrier, exchange, boundary,
   # gather, its barrier; bench "steps" lines) at the planner's cluster size
-  # and at 4, 8 and 16 ranks, on the shapes the route serves.
-  tag=${STEPS_TAG:-steps}
+  # and at 4, 8 and 16 ranks, on the shapes the route serves (another
+  # build beside this one: the variants step).
   for size in ${STEPS_SIZES:-0 4 8 16}; do
     for k in 2048 1024 512; do
       if [ "$k" = 2048 ]; then sh="1:32768,8:32768,32:32768,1:131072,8:131072"; else sh="1:65536,8:65536"; fi
-      "${STEPS_BIN:-$bin/topk-bench-gpu}" --k "$k" --shapes "$sh" --reps 40 --resident=1 \
-        --resident_cluster_size="$size" --csv "$OUT/${tag}_k${k}_c$size.csv" \
-        >"$OUT/${tag}_k${k}_c$size.log" 2>&1
-      echo "$tag K=$k cluster=$size rc=$?"
-      grep -E "^fp32 M=|steps M=" "$OUT/${tag}_k${k}_c$size.log" | sed 's/  */ /g'
+      "$bin/topk-bench-gpu" --k "$k" --shapes "$sh" --reps 40 --resident=1 \
+        --resident_cluster_size="$size" --csv "$OUT/steps_k${k}_c$size.csv" \
+        >"$OUT/steps_k${k}_c$size.log" 2>&1
+      echo "steps K=$k cluster=$size rc=$?"
+      grep -E "^fp32 M=|steps M=" "$OUT/steps_k${k}_c$size.log" | sed 's/  */ /g'
     done
   done
 fi
