@@ -10,7 +10,12 @@ default, so both libraries run in the same company), `peer_drift` is the
 fastest peer's median in the base run over its median in ours: how far the
 two runs' conditions moved apart.
 
-usage: decode_peers_table.py --dir RAW --out-csv FILE
+The prefill chunks and short rows (decode-peers.sh prefill) use the same table
+with their own files (--prefix prefill --base-prefix prefillbase) and target
+(--target 0.9: 0.9x the fastest peer).
+
+usage: decode_peers_table.py --dir RAW --out-csv FILE [--prefix P] [--base-prefix B]
+                             [--target X]
 """
 import argparse
 import csv
@@ -43,12 +48,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
     ap.add_argument("--out-csv", required=True)
+    ap.add_argument("--prefix", default="peers", help="the runs' files: <prefix>_k<K>_<l2>.csv")
+    ap.add_argument("--base-prefix", default="base", help="the previous main's files")
+    ap.add_argument("--target", type=float, default=0.8, help="the target: this x the fastest peer")
     args = ap.parse_args()
     table = []
-    for path in sorted(glob.glob(os.path.join(args.dir, "peers_k*_*.csv"))):
-        k, l2 = re.match(r"peers_k(\d+)_(\w+)\.csv", os.path.basename(path)).groups()
+    for path in sorted(glob.glob(os.path.join(args.dir, f"{args.prefix}_k*_*.csv"))):
+        k, l2 = re.match(rf"{args.prefix}_k(\d+)_(\w+)\.csv", os.path.basename(path)).groups()
         peers = load(path)
-        base = load(os.path.join(args.dir, f"base_k{k}_{l2}.csv"))
+        base = load(os.path.join(args.dir, f"{args.base_prefix}_k{k}_{l2}.csv"))
         for m, n in sorted({(m, n) for m, n, _ in peers}):
             ours = median(peers, (m, n, "ours"))
             floor = float(peers[(m, n, "ours")]["floor_us"]) if (m, n, "ours") in peers else None
@@ -65,10 +73,10 @@ def main():
             row["best_peer"] = best[0] if best else ""
             row["best_peer_us"] = best[1] if best else None
             row["ours_over_best"] = round(ours / best[1], 3) if best and ours else None
-            row["target_us"] = round(0.8 * best[1], 2) if best else None
+            row["target_us"] = round(args.target * best[1], 2) if best else None
             base_best = median(base, (m, n, best[0])) if best else None
             row["peer_drift"] = round(base_best / best[1], 3) if base_best else None
-            row["met"] = bool(best and ours and ours <= 0.8 * best[1])
+            row["met"] = bool(best and ours and ours <= args.target * best[1])
             if row["previous_main_us"] and ours:
                 row["new_over_previous"] = round(ours / row["previous_main_us"], 3)
             table.append(row)

@@ -17,6 +17,11 @@
 #   16 ranks. suite: the whole GPU suite (gpu-check.sh tests) beside
 #   region: the route forced on every decode shape beside the planner's
 #   route without it (--alt_resident=-1), K = 2048, 1024 and 512.
+#   prefill: the prefill chunks and short rows (512-8192 x 128K, 4096 x 8K and
+#   32K, 2048 x 1M at K = 2048; 512 and 2048 x 256K, 2048 x 128K at K = 512;
+#   512 and 2048 x 256K at K = 1024), L2 flushed, ours and the peers, the
+#   baseline library alone beside them (PREFILL_REPS, default 20);
+#   prefill_peers.csv from bench/gpu/decode_peers_table.py, target 0.9x.
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size and CTA size (FP32), in parallel. profile: Nsight
 #   Compute on the resident kernel (PROFILE_SHAPES, default "1:32768
@@ -50,6 +55,14 @@ shapes_for() {  # K -> M:N list
   done
   [ "$1" = 2048 ] && list+="8:262144,"
   echo "${list%,}"
+}
+
+prefill_shapes_for() {  # K -> the prefill chunks and short rows of issue "Selector VI"
+  case $1 in
+    2048) echo "512:131072,2048:131072,8192:131072,4096:8192,4096:32768,2048:1048576" ;;
+    512) echo "512:262144,2048:262144,2048:131072" ;;
+    *) echo "512:262144,2048:262144" ;;
+  esac
 }
 
 if has tests; then
@@ -92,6 +105,27 @@ if has base && [ -f "$root/lib-base/libtopk_c.so" ]; then
   # faster). The peers' medians of this run show the drift between the two.
   LD_LIBRARY_PATH=$root/lib run_peers "$root/lib-base/libtopk_c.so" base \
     "$([ "${DECODE_BASE_ALONE:-0}" = 1 ] && echo hpcops,flashinfer,deepselect,vllm,torch)"
+fi
+if has prefill; then
+  # The prefill chunks and short rows (issue "Selector VI"), L2 flushed:
+  # ours and the peers, and the previous main's library alone on the same
+  # shapes when packed; prefill_peers.csv against 0.9x the fastest peer.
+  for k in 2048 512 1024; do
+    python3 "$peers" --ours "$root/lib/libtopk_c.so" --k "$k" --l2 flush \
+      --reps "${PREFILL_REPS:-20}" --shapes "$(prefill_shapes_for $k)" \
+      --csv "$OUT/prefill_k${k}_flush.csv" >"$OUT/prefill_k${k}_flush.log" 2>&1
+    echo "prefill K=$k rc=$?"
+    tail -12 "$OUT/prefill_k${k}_flush.log"
+    if [ -f "$root/lib-base/libtopk_c.so" ]; then
+      LD_LIBRARY_PATH=$root/lib python3 "$peers" --ours "$root/lib-base/libtopk_c.so" --k "$k" \
+        --l2 flush --reps "${PREFILL_REPS:-20}" --shapes "$(prefill_shapes_for $k)" \
+        --skip hpcops,flashinfer,deepselect,vllm,torch --csv "$OUT/prefillbase_k${k}_flush.csv" \
+        >"$OUT/prefillbase_k${k}_flush.log" 2>&1
+      echo "prefill base K=$k rc=$?"
+    fi
+  done
+  python3 bench/gpu/decode_peers_table.py --dir "$OUT" --prefix prefill --base-prefix prefillbase \
+    --target 0.9 --out-csv "$OUT/prefill_peers.csv"
 fi
 if has phases; then
   for k in 2048 512; do
