@@ -82,12 +82,27 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
   if (blockIdx.x == 0 && tid == 0) p.counters[0] = 0u, p.counters[1] = 0u;
   __syncthreads();
   const DeviceArgs& a = s.args;
+  // A cluster of one rank (a row a CTA: the band of many rows) has no
+  // exchange, and its barriers are the CTA's; its "remote" stores are local.
+  const bool alone = ranks == 1;
+  auto on_lead = [&](auto* local) { return alone ? local : cluster.map_shared_rank(local, 0); };
+  auto row_sync = [&] {
+    if (alone) {
+      __syncthreads();
+    } else {
+      cluster.sync();
+    }
+  };
   const Frontier lead_a = ResidentFrontierA(mine.frontier_a);
-  const Frontier to_lead = ResidentFrontierA(cluster.map_shared_rank(mine.frontier_a, 0));
-  uint32_t* lead_count = &cluster.map_shared_rank(mine.counts, 0)->gathered;
-  uint32_t* lead_out = cluster.map_shared_rank(s.out, 0);
-  uint32_t* lead_out_count = cluster.map_shared_rank(&s.out_count, 0);
-  uint32_t* lead_hist = cluster.map_shared_rank(s.hist, 0);
+  const Frontier to_lead = ResidentFrontierA(on_lead(mine.frontier_a));
+  uint32_t* lead_count = &on_lead(mine.counts)->gathered;
+  uint32_t* lead_out = on_lead(s.out);
+  uint32_t* lead_out_count = on_lead(&s.out_count);
+  uint32_t* lead_hist = on_lead(s.hist);
+  // The row's coarse histogram and NaN flag: the exchange's totals, or a
+  // lone rank's own counts.
+  const uint32_t* const row_hist = alone ? mine.view_hist : mine.total_hist;
+  const uint32_t* const row_nan = alone ? &mine.counts->nan : &mine.totals->nan;
   uint64_t* sort_buf = reinterpret_cast<uint64_t*>(mine.frontier_a);
   const uint32_t slice_keys = static_cast<uint32_t>(p.resident_slice_keys);
 
@@ -137,20 +152,22 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
     if (len > 0) LoadResidentSegment<kB>(row.From(beg), len, keys, mine.view_hist, mine.counts);
     if (p.stats != nullptr) __syncthreads();  // the step timers' view: the whole CTA's
     step(Stat::kCyclesResidentLoad);
-    cluster.sync();
+    row_sync();
     step(Stat::kCyclesResidentLoadWait);
     // 2. The row's histogram and its NaN flag on every rank.
-    ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
-    cluster.sync();
+    if (!alone) {
+      ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
+      cluster.sync();
+    }
     step(Stat::kCyclesResidentExchange);
-    if (mine.totals->nan) {
+    if (*row_nan) {
       if (me == 0) {
         scope.Fail<kB>(scope.Out(), RowStatus::kNan);
         __syncthreads();
       }
       continue;
     }
-    const Boundary bd = FindBoundary<kB>(mine.total_hist, kCoarseBins, k, s.scratch);
+    const Boundary bd = FindBoundary<kB>(row_hist, kCoarseBins, k, s.scratch);
     // The bin's cutoff and the one above it (the bin's first key, for the
     // split below), in closed form in every thread: no search, no barrier.
     const uint32_t cut_key = Key32(CoarseCutoffClosedForm(bd.bin));
@@ -172,7 +189,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
                                   &mine.counts->list_offset, mine.totals->gather);
       if (p.stats != nullptr) __syncthreads();
       step(Stat::kCyclesResidentGather);
-      cluster.sync();
+      row_sync();
       step(Stat::kCyclesResidentGatherWait);
       lap(Stat::kCyclesAdmit);
       // 4. Each rank's entries of the bin ranked among all: the K - below
@@ -180,7 +197,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       CommitResidentCandidates<kB>(list, bd.in_bin, mine.counts->list_offset,
                                    mine.view_hist[bd.bin], k - bd.below, commits, bd.below);
       // Rank 0's staging holds all K once every rank has written into it.
-      if (!direct) cluster.sync();
+      if (!direct) row_sync();
       if (me != 0) continue;
       if (tid == 0) s.out_count = k;
       __syncthreads();
@@ -198,10 +215,12 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
         }
         __syncthreads();
         if (len > 0) CountBinDigits<kB>(keys, len, first, cut_key, shift, mine.view_hist);
-        cluster.sync();
-        ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
-        cluster.sync();
-        const Boundary bf = FindBoundary<kB>(mine.total_hist, kCoarseBins, k - bd.below, s.scratch);
+        row_sync();
+        if (!alone) {
+          ExchangeResidentHistograms<kB>(mine.view_hist, mine.total_hist, mine.counts, mine.totals);
+          cluster.sync();
+        }
+        const Boundary bf = FindBoundary<kB>(row_hist, kCoarseBins, k - bd.below, s.scratch);
         const uint32_t f_lo = first + (bf.bin << shift);
         const uint32_t f_hi = min(cut_key, f_lo + ((1u << shift) - 1u));
         f = MakeResidentFrontier(f_lo, f_hi, bd.below + bf.below, bf.in_bin);
@@ -221,7 +240,7 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
       if (p.stats != nullptr) __syncthreads();
       step(Stat::kCyclesResidentGather);
       // Past this barrier no rank reads another's shared memory for this row.
-      cluster.sync();
+      row_sync();
       step(Stat::kCyclesResidentGatherWait);
       if (me != 0) continue;
       lap(Stat::kCyclesAdmit);

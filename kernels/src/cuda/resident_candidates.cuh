@@ -63,21 +63,25 @@ __device__ __noinline__ void ShareResidentCandidates(const uint32_t* keys, uint3
   namespace cg = cooperative_groups;
   cg::cluster_group cluster = cg::this_cluster();
   const uint32_t ranks = cluster.num_blocks();
-  const uint32_t tid = threadIdx.x;
-  const GatherSlots slots =
-      ReserveGatherSlots<kB>(keys, len, first, last, true, out_count, nullptr, offset, scratch);
+  // The band's CTA reads its keys four at a time (VisitKeys).
+  constexpr bool kGrouped = kB == kResidentWideThreads;
+  const GatherSlots slots = ReserveGatherSlots<kB, kGrouped>(keys, len, first, last, true,
+                                                             out_count, nullptr, offset, scratch);
   uint32_t out_pos = slots.out_pos;
   uint32_t pos = slots.f_pos;
-  for (uint32_t i = tid; i < len; i += kB) {
-    const uint32_t key = keys[i];
+  VisitKeys<kB, kGrouped>(keys, len, [&](uint32_t i, uint32_t key) {
     if (key < first) {
       out[out_pos++] = beg + i;
     } else if (key <= last) {
       const uint64_t word = CandidateWord(key, beg + i);
-      for (uint32_t q = 0; q < ranks; ++q) cluster.map_shared_rank(list, q)[pos] = word;
+      if (ranks == 1) {
+        list[pos] = word;  // a lone rank's own list, not through the cluster window
+      } else {
+        for (uint32_t q = 0; q < ranks; ++q) cluster.map_shared_rank(list, q)[pos] = word;
+      }
       ++pos;
     }
-  }
+  });
 }
 
 // After the barrier that completed the list of `total` entries: this rank's

@@ -28,6 +28,36 @@ struct LeaderStores {
   bool push_frontier;  // false: only the committed indices (rank 0 re-scans)
 };
 
+// Calls f(i, keys[i]) for this thread's keys of keys[0, len), the same keys
+// in the same order on every call. kGrouped: four consecutive keys a step
+// from one 16-byte shared load over the 16-byte-aligned body, the ragged
+// ends (under four keys each) one to a thread (the 1024-thread CTA's
+// segments of thousands of keys: a quarter of the loads; on a few thousand
+// keys a rank the ends' extra key on a few threads sets the barrier after
+// it); else one key a step, kB apart. Not warp-uniform: f must not vote.
+template <int kB, bool kGrouped, typename F>
+__device__ __forceinline__ void VisitKeys(const uint32_t* keys, uint32_t len, F&& f) {
+  const uint32_t tid = threadIdx.x;
+  if constexpr (kGrouped) {
+    const uint32_t misalign = static_cast<uint32_t>(__cvta_generic_to_shared(keys)) & 15u;
+    const uint32_t a0 = min(len, ((16u - misalign) & 15u) / 4u);
+    const uint32_t a1 = a0 + (len - a0) / 4u * 4u;
+    for (uint32_t i = a0 + 4u * tid; i < a1; i += 4u * kB) {
+      const uint4 w = *reinterpret_cast<const uint4*>(keys + i);
+      f(i, w.x);
+      f(i + 1u, w.y);
+      f(i + 2u, w.z);
+      f(i + 3u, w.w);
+    }
+    if (tid < a0 + (len - a1)) {
+      const uint32_t i = tid < a0 ? tid : a1 + (tid - a0);
+      f(i, keys[i]);
+    }
+  } else {
+    for (uint32_t i = tid; i < len; i += kB) f(i, keys[i]);
+  }
+}
+
 // A thread's first slots in the gather's two destinations.
 struct GatherSlots {
   uint32_t out_pos;  // committed indices
@@ -40,9 +70,9 @@ struct GatherSlots {
 // its frontier slots with one on f_count, or (f_count == nullptr) from the
 // shared word *f_base, written before the call (its first barrier publishes
 // it). Returns the thread's first slots: the write pass, visiting the keys in
-// the same order, advances them. scratch: 2 (kB / 32 + 1) words of the CTA's
-// shared memory. Every thread of the CTA calls it.
-template <int kB>
+// the same order (VisitKeys<kB, kGrouped>), advances them. scratch: 2 (kB / 32 + 1) words of the
+// CTA's shared memory. Every thread of the CTA calls it.
+template <int kB, bool kGrouped = false>
 __device__ __forceinline__ GatherSlots ReserveGatherSlots(const uint32_t* keys, uint32_t len,
                                                           uint32_t f_lo, uint32_t f_hi,
                                                           bool count_frontier, uint32_t* out_count,
@@ -52,10 +82,9 @@ __device__ __forceinline__ GatherSlots ReserveGatherSlots(const uint32_t* keys, 
   const uint32_t tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Two counts in one word each: committed in the low half, frontier high.
   uint32_t n = 0;
-  for (uint32_t i = tid; i < len; i += kB) {
-    const uint32_t key = keys[i];
+  VisitKeys<kB, kGrouped>(keys, len, [&](uint32_t, uint32_t key) {
     n += key < f_lo ? 1u : (key <= f_hi && count_frontier ? 0x10000u : 0u);
-  }
+  });
   uint32_t incl = n;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
