@@ -4,7 +4,8 @@
 // into rank 0, which refines): every generator, K, layout and mode with
 // ragged lengths (0, 1, K-1, K, K+1, width); K-th boundaries inside one coarse
 // bin (gathered and re-scanned frontiers); infinity floods, NaN and bad
-// lengths; speculative-decoding rows; degenerate rows at the route's widest
+// lengths; speculative-decoding rows; rows of one slice (the lone rank) and
+// its ranked bins; degenerate rows at the route's widest
 // bucket; clusters taking several rows in turn; graph replays; a small case
 // for the sanitizers. Every test asserts the route, cluster size and CTA size
 // in the plan and the rows the clusters served (kernel counters), on FP32,
@@ -201,6 +202,48 @@ TEST_P(ResidentRouteTest, SanitizerSmallRows) {
     if (HasFatalFailure()) return;
   }
   EXPECT_GT(last_stats_.rescans, 0) << "the re-scanned frontier did not run";
+}
+
+// Rows that fit one rank's slice (Ranks1: the lone rank, with no exchange
+// and the CTA's own barriers): 300 ragged rows, more than the clusters
+// resident at once, so each CTA loads several rows in turn (its load
+// barriers' phases alternating), packed (segments off the 16-byte grid) and
+// pitched; then boundary bins of 100 and 400 entries, which each rank ranks
+// among the bin's by a warp or a thread an entry.
+TEST_P(ResidentRouteTest, RowsOfOneSlice) {
+  MAKE_RESIDENT_OR_SKIP(sel);
+  constexpr int64_t kWidth = 30001;
+  for (Layout layout : {Layout::kPacked, Layout::kPitched}) {
+    GeneratorSpec spec;
+    spec.distribution = Distribution::kIndexer;
+    spec.rows = 300;
+    spec.width = kWidth;
+    spec.layout = layout;
+    spec.lengths = LengthPattern::kRandom;
+    spec.seed = layout == Layout::kPacked ? 71 : 72;
+    const ScoreMatrix m = Gen(spec);
+    for (int mode : {0, 2}) {
+      SelectOptions o;
+      o.deterministic = mode & 2;
+      CheckRoute(*sel, m, 2048, o,
+                 std::string(layout == Layout::kPacked ? "packed" : "pitched") + " mode " +
+                     std::to_string(mode));
+      if (HasFatalFailure()) return;
+    }
+  }
+  for (int in_bin : {100, 400}) {
+    const ScoreMatrix m = Typed(BoundaryInOneBinRows(in_bin, kWidth));
+    for (int mode : {0, 2}) {
+      SelectOptions o;
+      o.deterministic = mode & 2;
+      CheckRoute(*sel, m, 300 + in_bin / 2, o,
+                 "bin of " + std::to_string(in_bin) + " mode " + std::to_string(mode));
+      if (HasFatalFailure()) return;
+    }
+    if (Dtype() == ScoreType::kFloat32) {  // rounded to 16 bits, values cross the bin's edges
+      EXPECT_EQ(last_stats_.candidates, m.rows * in_bin) << "the bin was not the ranked one";
+    }
+  }
 }
 
 // Constant, all -inf and one-bin rows of the route's widest bucket: the
