@@ -206,10 +206,9 @@ TEST_P(ResidentRouteTest, SanitizerSmallRows) {
 
 // Rows that fit one rank's slice (Ranks1: the lone rank, with no exchange
 // and the CTA's own barriers): 300 ragged rows, more than the clusters
-// resident at once, so each CTA loads several rows in turn (its load
-// barriers' phases alternating), packed (segments off the 16-byte grid) and
-// pitched; then boundary bins of 100 and 400 entries, which each rank ranks
-// among the bin's by a warp or a thread an entry.
+// resident at once, packed (segments off the 16-byte grid) and pitched; then
+// boundary bins of 100 and 400 entries, ranked a warp an entry (a lone rank's
+// warps take several each).
 TEST_P(ResidentRouteTest, RowsOfOneSlice) {
   MAKE_RESIDENT_OR_SKIP(sel);
   constexpr int64_t kWidth = 30001;
