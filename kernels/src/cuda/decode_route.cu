@@ -4,7 +4,8 @@
 //   1. every rank loads its segment into shared memory as keys and counts the
 //      segment's exact coarse histogram in the same pass (LoadResidentSegment);
 //   2. the histograms are all-reduced through distributed shared memory
-//      (ExchangeResidentHistograms): every rank finds the same boundary bin b,
+//      (ExchangeResidentHistograms; a lone rank, a row a CTA, has none and
+//      takes the CTA's barriers): every rank finds the same boundary bin b,
 //      the K-th value's, and its cutoff CoarseCutoff(b). The count is exact by
 //      construction: nothing to certify, no fallback pass;
 //   2b. the bin b is the frontier and every value above it is committed; only
