@@ -196,10 +196,9 @@ inline constexpr ClusterTable kClusterTable{65536, 131072, 8, 1048576};
 // CTA's barriers and 2048-bin boundary scans cost ~0.5 us more a row), and
 // `wide_threads` where a rank streams and gathers many values (M_cap >=
 // wide_min_rows, or slices of wide_min_slice_keys): twice the warps per SM
-// to cover each warp's dependent steps (one H100,
-// bench/results/h100_resident_steps.csv; bench/NOTES.md, "fourth round":
-// 32-128 rows of 32K 0.87-0.94x the 512-thread time, 64 x 64K and 8 x 256K
-// at K = 512 0.93x; 1 and 8 rows of 32K and 64K 1.04-1.11x).
+// to cover each warp's dependent steps (one H100; bench/NOTES.md, "fourth
+// round": 32-128 rows of 32K 0.87-0.94x the 512-thread time, 64 x 64K and
+// 8 x 256K at K = 512 0.93x; 1 and 8 rows of 32K and 64K 1.04-1.11x).
 struct ResidentPolicy {
   int threads;
   int min_blocks;
