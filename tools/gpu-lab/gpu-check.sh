@@ -34,7 +34,7 @@
 #              torch.topk (TOPK_DECODE_TORCH_CSV: an earlier run's instead); p50
 #              and p99 of every repetition; merged by bench/gpu/decode_table.py
 #              into h200_decode.csv
-#   models:    the model shapes (K = 512: M 1..2048 x N 64K..256K and 4096 x 64K;
+#   models:    the model shapes (K = 512 and 1024: M 1..2048 x N 64K..256K and 4096 x 64K;
 #              K = 2048: M 1..8192 x N 32K..128K, 8 x 256K, 512 x 256K, 4096 x
 #              8K / 32K), FP32 and BF16: ours, the baseline build when packed,
 #              torch.topk, same data, median and p99; merged by
@@ -296,10 +296,11 @@ if has models; then
   declare -A model_shapes
   model_shapes[512]=$(for n in 65536 131072 262144; do for m in 1 8 64 128 512 2048; do
     printf '%s:%s,' $m $n; done; done)4096:65536
+  model_shapes[1024]=${model_shapes[512]}  # DeepSeek-V4-Pro-style indexers select 1024
   model_shapes[2048]=$(for n in 32768 65536 131072; do for m in 1 8 32 64 512 2048 8192; do
     printf '%s:%s,' $m $n; done; done)8:262144,512:262144,4096:8192,4096:32768
   {
-    for k in 512 2048; do
+    for k in 512 1024 2048; do
       for t in fp32 bf16; do
         timeout "$mt" "$bin/topk-bench-gpu" --k=$k --dtype=$t --exact=false --reps="$reps" \
           --shapes="${model_shapes[$k]}" --csv="$raw/ours_${t}_k$k.csv"
@@ -319,7 +320,7 @@ if has models; then
     echo "table rc=$?"
   } >"$OUT/models.log" 2>&1
   tar -C "$raw" -czf "$OUT/models_raw.tgz" .
-  grep -E "rc=|inexact|^ *(K|512|2048) " "$OUT/models.log" | grep -v "^baseline"
+  grep -E "rc=|inexact|^ *(K|512|1024|2048) " "$OUT/models.log" | grep -v "^baseline"
   grep -q "rc=[1-9]" "$OUT/models.log" && rc_all=1
 fi
 exit $rc_all
