@@ -84,12 +84,13 @@ if has tests; then
   grep -q "rc=[1-9]" "$OUT/resident_tests.log" && rc_all=1
 fi
 
-run_peers() {  # lib tag skip
+run_peers() {  # lib tag skip [shapes_fn] [l2 states] [reps]
   local k l2
   for k in 2048 512 1024; do
-    for l2 in warm flush; do
-      python3 "$peers" --ours "$1" --k "$k" --l2 "$l2" --reps "$reps" --shapes "$(shapes_for $k)" \
-        --csv "$OUT/$2_k${k}_${l2}.csv" ${3:+--skip "$3"} >"$OUT/$2_k${k}_${l2}.log" 2>&1
+    for l2 in ${5:-warm flush}; do
+      python3 "$peers" --ours "$1" --k "$k" --l2 "$l2" --reps "${6:-$reps}" \
+        --shapes "$(${4:-shapes_for} $k)" --csv "$OUT/$2_k${k}_${l2}.csv" ${3:+--skip "$3"} \
+        >"$OUT/$2_k${k}_${l2}.log" 2>&1
       echo "$2 K=$k $l2 rc=$?"
     done
   done
@@ -110,20 +111,12 @@ if has prefill; then
   # The prefill chunks and short rows (issue "Selector VI"), L2 flushed:
   # ours and the peers, and the previous main's library alone on the same
   # shapes when packed; prefill_peers.csv against 0.9x the fastest peer.
-  for k in 2048 512 1024; do
-    python3 "$peers" --ours "$root/lib/libtopk_c.so" --k "$k" --l2 flush \
-      --reps "${PREFILL_REPS:-20}" --shapes "$(prefill_shapes_for $k)" \
-      --csv "$OUT/prefill_k${k}_flush.csv" >"$OUT/prefill_k${k}_flush.log" 2>&1
-    echo "prefill K=$k rc=$?"
-    tail -12 "$OUT/prefill_k${k}_flush.log"
-    if [ -f "$root/lib-base/libtopk_c.so" ]; then
-      LD_LIBRARY_PATH=$root/lib python3 "$peers" --ours "$root/lib-base/libtopk_c.so" --k "$k" \
-        --l2 flush --reps "${PREFILL_REPS:-20}" --shapes "$(prefill_shapes_for $k)" \
-        --skip hpcops,flashinfer,deepselect,vllm,torch --csv "$OUT/prefillbase_k${k}_flush.csv" \
-        >"$OUT/prefillbase_k${k}_flush.log" 2>&1
-      echo "prefill base K=$k rc=$?"
-    fi
-  done
+  run_peers "$root/lib/libtopk_c.so" prefill "" prefill_shapes_for flush "${PREFILL_REPS:-20}"
+  for f in "$OUT"/prefill_k*_flush.log; do echo "== $f"; tail -12 "$f"; done
+  if [ -f "$root/lib-base/libtopk_c.so" ]; then
+    LD_LIBRARY_PATH=$root/lib run_peers "$root/lib-base/libtopk_c.so" prefillbase \
+      hpcops,flashinfer,deepselect,vllm,torch prefill_shapes_for flush "${PREFILL_REPS:-20}"
+  fi
   python3 bench/gpu/decode_peers_table.py --dir "$OUT" --prefix prefill --base-prefix prefillbase \
     --target 0.9 --out-csv "$OUT/prefill_peers.csv"
 fi
