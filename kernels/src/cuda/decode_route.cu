@@ -85,7 +85,11 @@ __global__ void __launch_bounds__(kB, planner::kResident.min_blocks)
   const DeviceArgs& a = s.args;
   // A cluster of one rank (a row a CTA: the band of many rows) has no
   // exchange, and its barriers are the CTA's; its "remote" stores are local.
-  const bool alone = ranks == 1;
+  // Only the band's 1024-thread CTA takes it (the planner gives a row a CTA
+  // of its own only from 67 rows): the 512-thread kernel of few rows keeps
+  // its pointers known at compile time (a run-time choice cost its steps
+  // 1-2 %, bench/NOTES.md, "sixth round").
+  const bool alone = kB == kResidentWideThreads && ranks == 1;
   auto on_lead = [&](auto* local) { return alone ? local : cluster.map_shared_rank(local, 0); };
   auto row_sync = [&] {
     if (alone) {
