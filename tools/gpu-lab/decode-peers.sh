@@ -25,7 +25,8 @@
 #   sanitize: memcheck of the route's cases on every type and racecheck of its
 #   small case at each cluster size and CTA size (FP32), in parallel. profile: Nsight
 #   Compute on the resident kernel (PROFILE_SHAPES, default "1:32768
-#   32:32768"; PROFILE_K, default 2048): prof_<shape>.txt (sections) and
+#   32:32768"; PROFILE_K, default 2048; PROFILE_KERNEL, a name regex, default
+#   Resident: ShortRow for the short-row route): prof_<shape>.txt (sections) and
 #   prof_<shape>_sass.csv (stall samples per instruction: sass_profile.py).
 #   variants: builds side by side (pack-gpu.sh TOPK_VARIANTS packs each
 #   commit's topk-bench-gpu as bin/v/<name>): interleaved rounds on the decode
@@ -189,13 +190,13 @@ if has spec; then
   done
 fi
 if has profile; then
-  # Where the resident kernel's warps stall, per SASS instruction (Nsight
+  # Where the resident (or PROFILE_KERNEL's) kernel's warps stall, per SASS instruction (Nsight
   # Compute's PC sampling; the clocks left alone), and the kernel's
   # throughput and stall sections; bench/gpu/sass_profile.py reads the CSV.
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   for sh in ${PROFILE_SHAPES:-1:32768 32:32768}; do
     tag=prof_$(echo "$sh" | tr ':' 'x')
-    timeout 150 "$ncu" --clock-control none --kernel-name regex:Resident --launch-skip 3 \
+    timeout 150 "$ncu" --clock-control none --kernel-name "regex:${PROFILE_KERNEL:-Resident}" --launch-skip 3 \
       --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SourceCounters \
       -o "$OUT/$tag" -f "$bin/topk-bench-gpu" --k "${PROFILE_K:-2048}" --shapes "$sh" --reps 5 \
       --resident=1 --exact=false --csv "$OUT/$tag.bench.csv" >"$OUT/$tag.log" 2>&1
