@@ -26,7 +26,8 @@
 #   small case at each cluster size and CTA size (FP32), in parallel. profile: Nsight
 #   Compute on the resident kernel (PROFILE_SHAPES, default "1:32768
 #   32:32768"; PROFILE_K, default 2048; PROFILE_KERNEL, a name regex, default
-#   Resident: ShortRow for the short-row route): prof_<shape>.txt (sections) and
+#   Resident: ShortRow for the short-row route, with PROFILE_ARGS, default
+#   --resident=1, set to --resident=0): prof_<shape>.txt (sections) and
 #   prof_<shape>_sass.csv (stall samples per instruction: sass_profile.py).
 #   variants: builds side by side (pack-gpu.sh TOPK_VARIANTS packs each
 #   commit's topk-bench-gpu as bin/v/<name>): interleaved rounds on the decode
@@ -199,7 +200,7 @@ if has profile; then
     timeout 150 "$ncu" --clock-control none --kernel-name "regex:${PROFILE_KERNEL:-Resident}" --launch-skip 3 \
       --launch-count 1 --section SpeedOfLight --section WarpStateStats --section SourceCounters \
       -o "$OUT/$tag" -f "$bin/topk-bench-gpu" --k "${PROFILE_K:-2048}" --shapes "$sh" --reps 5 \
-      --resident=1 --exact=false --csv "$OUT/$tag.bench.csv" >"$OUT/$tag.log" 2>&1
+      ${PROFILE_ARGS:---resident=1} --exact=false --csv "$OUT/$tag.bench.csv" >"$OUT/$tag.log" 2>&1
     echo "profile $sh rc=$?"
     "$ncu" -i "$OUT/$tag.ncu-rep" --page details --print-details all >"$OUT/$tag.txt" 2>&1
     "$ncu" -i "$OUT/$tag.ncu-rep" --page source --csv --print-source sass >"$OUT/${tag}_sass.csv" 2>&1
