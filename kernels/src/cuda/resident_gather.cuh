@@ -64,14 +64,15 @@ struct GatherSlots {
   uint32_t f_pos;    // frontier entries
 };
 
-// Counts the thread's keys i = tid, tid + kB, ... of keys[0, len) that are
+// Counts the thread's keys of keys[0, len) (VisitKeys<kB, kGrouped>) that are
 // committed (key < f_lo) and, with count_frontier, in the frontier [f_lo,
 // f_hi]; reserves the CTA's committed slots with one atomic on out_count, and
 // its frontier slots with one on f_count, or (f_count == nullptr) from the
 // shared word *f_base, written before the call (its first barrier publishes
 // it). Returns the thread's first slots: the write pass, visiting the keys in
-// the same order (VisitKeys<kB, kGrouped>), advances them. scratch: 2 (kB / 32 + 1) words of the
-// CTA's shared memory. Every thread of the CTA calls it.
+// the same order (VisitKeys with the same kGrouped), advances them. scratch:
+// 2 (kB / 32 + 1) words of the CTA's shared memory. Every thread of the CTA
+// calls it.
 template <int kB, bool kGrouped = false>
 __device__ __forceinline__ GatherSlots ReserveGatherSlots(const uint32_t* keys, uint32_t len,
                                                           uint32_t f_lo, uint32_t f_hi,

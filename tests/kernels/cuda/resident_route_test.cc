@@ -204,8 +204,9 @@ TEST_P(ResidentRouteTest, SanitizerSmallRows) {
   EXPECT_GT(last_stats_.rescans, 0) << "the re-scanned frontier did not run";
 }
 
-// Rows that fit one rank's slice (Ranks1: the lone rank, with no exchange
-// and the CTA's own barriers): 300 ragged rows, more than the clusters
+// Rows that fit one rank's slice (Ranks1: with 1024 threads the lone rank,
+// with no exchange and the CTA's own barriers; with 512 a cluster of one CTA
+// that still exchanges): 300 ragged rows, more than the clusters
 // resident at once, packed (segments off the 16-byte grid) and pitched; then
 // boundary bins of 100 and 400 entries, ranked a warp an entry (a lone rank's
 // warps take several each).
