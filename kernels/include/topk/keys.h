@@ -140,6 +140,29 @@ TOPK_HD uint32_t CoarseOfNumber(float x) {
 #endif
 }
 
+// Coarse(a) and Coarse(b) for a and b not NaN, computed together: on the GPU
+// one conversion to a half pair, and the pair's descending keys in two 32-bit
+// operations (a byte permute spreads each half's sign over it, so one
+// three-input logic op flips the non-negative halves' low 15 bits), where
+// Coarse takes a conversion and its NaN and key selects per value (the
+// short-row histogram pass is bound by its instructions a value).
+// a + 0 is a, except that -0.0 becomes +0.0 (Coarse's canonicalisation).
+TOPK_HD void CoarsePairOfNumbers(float a, float b, uint32_t* bin_a, uint32_t* bin_b) {
+#if defined(__CUDA_ARCH__)
+  const __half2 h = __floats2half2_rn(__fadd_rn(a, 0.0f), __fadd_rn(b, 0.0f));  // a: low half
+  uint32_t bits;
+  std::memcpy(&bits, &h, sizeof(bits));
+  uint32_t sign;  // 0xFFFF over each negative half, 0 over the others
+  asm("prmt.b32 %0, %1, 0, 0xBB99;" : "=r"(sign) : "r"(bits));
+  const uint32_t keys = bits ^ (0x7FFF7FFFu & ~sign);
+  *bin_a = (keys & 0xFFFFu) >> 5;
+  *bin_b = keys >> 21;
+#else
+  *bin_a = Coarse(a);
+  *bin_b = Coarse(b);
+#endif
+}
+
 // Descending keys of +inf and -inf: every non-NaN key lies in between.
 inline constexpr uint32_t kKeyOfPlusInf = 0x007FFFFFu;
 inline constexpr uint32_t kKeyOfMinusInf = 0xFF800000u;

@@ -117,6 +117,23 @@ __device__ __forceinline__ uint32_t WarpReserve(bool pred, uint32_t* counter) {
   return base + __popc(mask & ((1u << lane) - 1u));
 }
 
+// A shared-memory pointer as the 32-bit shared-window address that
+// SharedAddIf takes (converted once per pass, not once per atomic).
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Adds n to the shared word at addr when pred holds: one predicated reduction,
+// where `if (pred) atomicAdd(p, n)` on a generic pointer compiles to a branch
+// around the window conversion and the atomic.
+__device__ __forceinline__ void SharedAddIf(bool pred, uint32_t addr, uint32_t n) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.u32 p, %0, 0;\n @p red.shared.add.u32 [%1], %2;\n}" ::"r"(
+          static_cast<uint32_t>(pred)),
+      "r"(addr), "r"(n)
+      : "memory");
+}
+
 // CoarseCutoff(b) computed by one warp: a radix-32 search over descending
 // keys (7 rounds of 32 probes instead of 32 dependent bisection steps on one
 // thread). Same result: the largest key whose coarse bin is <= b.

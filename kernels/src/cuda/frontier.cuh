@@ -77,6 +77,28 @@ __device__ __forceinline__ void AggregatedCount(bool ok, uint32_t bin, uint32_t*
   }
 }
 
+// AggregatedCount for the four values of a lane at once (bit j of m: digit[j]
+// is counted; hist_s: the histogram's SharedAddress): one redux pair a quad,
+// not a ballot and a pair a value. Every lane of the warp must call it.
+__device__ __forceinline__ void AggregatedCountQuad(unsigned m, const uint32_t (&digit)[4],
+                                                    uint32_t hist_s) {
+  uint32_t lo = 0xFFFFFFFFu, hi = 0u;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if ((m >> j) & 1u) lo = min(lo, digit[j]), hi = max(hi, digit[j]);
+  }
+  const uint32_t warp_lo = __reduce_min_sync(kFullMask, lo);
+  const uint32_t warp_hi = __reduce_max_sync(kFullMask, hi);
+  if (warp_lo > warp_hi) return;  // no lane counts anything
+  if (warp_lo == warp_hi) {
+    const uint32_t n = __reduce_add_sync(kFullMask, static_cast<uint32_t>(__popc(m)));
+    SharedAddIf((threadIdx.x & 31) == 0, hist_s + 4u * warp_lo, n);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) SharedAddIf((m >> j) & 1u, hist_s + 4u * digit[j], 1u);
+  }
+}
+
 // Warp prefix of the per-lane counts cnt (0..4): three bit-planes by ballot.
 // Returns the lane's exclusive offset; *total gets the warp's sum.
 __device__ __forceinline__ uint32_t WarpPrefix4(uint32_t cnt, uint32_t* total) {

@@ -61,7 +61,10 @@ static_assert(SharedBytes(4096, true) <= 64 * 1024, "K = 4096 sorted fits 3 CTAs
 // loads whose valid values all share one bin (constant and one-bin rows: one
 // atomic for the warp); every other value takes its own shared atomic. This
 // measured 9-12 % faster than aggregating each value (a ballot and two
-// reductions per value) on rows whose lanes rarely share a bin.
+// reductions per value) on rows whose lanes rarely share a bin. The pass is
+// bound by its instructions a value: the bins come two values to a
+// conversion (CoarsePairOfNumbers; NaN lanes' bins are never used) and the
+// atomics are predicated reductions on a shared address converted once.
 // srow (kShortRowSharedRow; null: none): the row's 16-byte body, widened, is
 // stored there as it is read (float4 i holds values head + 4i .. head + 4i + 3).
 template <typename Row>
@@ -69,6 +72,7 @@ __device__ __noinline__ void LoadAggregatedHistPass(const Row row, uint32_t L, u
                                                     uint32_t* nan_flag, float4* srow) {
   unsigned nan = 0;
   const uint32_t head = HeadElements(row, L);
+  const uint32_t hist_s = SharedAddress(hist);
   StreamRow<kB, 2>(row, L, [&](float4 v, uint32_t idx0, unsigned valid) {
     // Only the body's groups are whole (the head and tail come one value a lane).
     if (srow != nullptr && valid == 0xFu) srow[(idx0 - head) >> 2] = v;
@@ -76,10 +80,11 @@ __device__ __noinline__ void LoadAggregatedHistPass(const Row row, uint32_t L, u
     nan |= nm;
     const unsigned ok = valid & ~nm;
     uint32_t bin[4];
+    CoarsePairOfNumbers(v.x, v.y, &bin[0], &bin[1]);
+    CoarsePairOfNumbers(v.z, v.w, &bin[2], &bin[3]);
     uint32_t lo = 0xFFFFFFFFu, hi = 0u;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      bin[j] = Coarse(Lane(v, j));
       if ((ok >> j) & 1u) lo = min(lo, bin[j]), hi = max(hi, bin[j]);
     }
     // No valid value in the warp: lo = 2^32 - 1 > hi = 0, nothing counted.
@@ -87,12 +92,10 @@ __device__ __noinline__ void LoadAggregatedHistPass(const Row row, uint32_t L, u
     const uint32_t warp_hi = __reduce_max_sync(kFullMask, hi);
     if (warp_lo == warp_hi) {
       const uint32_t n = __reduce_add_sync(kFullMask, static_cast<uint32_t>(__popc(ok)));
-      if ((threadIdx.x & 31) == 0) atomicAdd(&hist[warp_lo], n);
+      SharedAddIf((threadIdx.x & 31) == 0, hist_s + 4u * warp_lo, n);
     } else {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        if ((ok >> j) & 1u) atomicAdd(&hist[bin[j]], 1u);
-      }
+      for (int j = 0; j < 4; ++j) SharedAddIf((ok >> j) & 1u, hist_s + 4u * bin[j], 1u);
     }
   });
   if (nan) *nan_flag = 1u;
@@ -136,6 +139,7 @@ __device__ __noinline__ void CommitAndCollect(ShortRowState& s, const Row row, u
                                               const Frontier fa, uint32_t* out_buf,
                                               const float4* srow) {
   uint32_t min_key = 0xFFFFFFFFu;  // AppendQuad's; the bin's key range is known
+  const uint32_t hist_s = SharedAddress(s.hist);
   auto op = [&](float4 v, uint32_t idx0, unsigned valid) {
     const unsigned in_bin_or_above = AtLeastMask(v, t_bin) & valid;
     const unsigned above = AtLeastMask(v, t_above) & valid;  // x >= NaN is false
@@ -154,10 +158,10 @@ __device__ __noinline__ void CommitAndCollect(ShortRowState& s, const Row row, u
     }
     if (__any_sync(kFullMask, collect != 0u)) {
       AppendQuad(v, idx0, collect, fa, &s.cand_count, min_key);
+      uint32_t digit[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        AggregatedCount((collect >> j) & 1u, (Key32(Lane(v, j)) >> shift0) & 0x7FFu, s.hist);
-      }
+      for (int j = 0; j < 4; ++j) digit[j] = (Key32(Lane(v, j)) >> shift0) & 0x7FFu;
+      AggregatedCountQuad(collect, digit, hist_s);
     }
   };
   if constexpr (kShared) {

@@ -14,7 +14,14 @@ __global__ void HalfConversionCheckKernel(unsigned long long* mismatches, unsign
        u += stride) {
     const float f = BitsToFloat(static_cast<uint32_t>(u));
     const bool coarse_differs = !IsNan(f) && CoarseOfNumber(f) != Coarse(f);
-    if (HalfBitsRoundNearest(f) != HalfBitsRoundNearestSoftware(f) || coarse_differs) {
+    // The pair map with every pattern in each place: f first, f's negation second.
+    const float g = BitsToFloat(static_cast<uint32_t>(u) ^ 0x80000000u);
+    uint32_t bin_f, bin_g;
+    CoarsePairOfNumbers(f, g, &bin_f, &bin_g);
+    const bool pair_differs =
+        (!IsNan(f) && bin_f != Coarse(f)) || (!IsNan(g) && bin_g != Coarse(g));
+    if (HalfBitsRoundNearest(f) != HalfBitsRoundNearestSoftware(f) || coarse_differs ||
+        pair_differs) {
       ++local;
       atomicMin(first, static_cast<unsigned int>(u));
     }

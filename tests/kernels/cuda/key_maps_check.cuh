@@ -11,7 +11,8 @@ namespace topk::cuda {
 
 // Counts the FP32 bit patterns whose HalfBitsRoundNearest (hardware on the
 // device) differs from HalfBitsRoundNearestSoftware, or (not NaN) whose
-// CoarseOfNumber differs from Coarse, and the smallest such pattern. Both outputs are device
+// CoarseOfNumber or CoarsePairOfNumbers (in either place) differs from Coarse,
+// and the smallest such pattern. Both outputs are device
 // pointers; the caller zeroes *mismatches and sets *first to 0xFFFFFFFF before the launch.
 cudaError_t LaunchHalfConversionCheck(unsigned long long* mismatches, unsigned int* first,
                                       cudaStream_t stream);
