@@ -57,13 +57,13 @@ __host__ __device__ constexpr int64_t SharedBytes(int32_t k, bool staged) {
 static_assert(SharedBytes(4096, true) <= 64 * 1024, "K = 4096 sorted fits 3 CTAs per SM");
 
 // Pass 1: the coarse histogram of the whole valid row (NaN flagged, not
-// counted). One test per 16-byte load and warp (two warp reductions) finds
-// loads whose valid values all share one bin (constant and one-bin rows: one
-// atomic for the warp); every other value takes its own shared atomic. This
-// measured 9-12 % faster than aggregating each value (a ballot and two
-// reductions per value) on rows whose lanes rarely share a bin. The pass is
-// bound by its instructions a value: the bins come two values to a
-// conversion (CoarsePairOfNumbers; NaN lanes' bins are never used) and the
+// counted). One test per 16-byte load and warp (AggregatedCountQuad: two warp
+// reductions) finds loads whose valid values all share one bin (constant and
+// one-bin rows: one atomic for the warp); every other value takes its own
+// shared atomic. This measured 9-12 % faster than aggregating each value (a
+// ballot and two reductions per value) on rows whose lanes rarely share a bin.
+// The pass is bound by its instructions a value: the bins come two values to
+// a conversion (CoarsePairOfNumbers; NaN lanes' bins are never used) and the
 // atomics are predicated reductions on a shared address converted once.
 // srow (kShortRowSharedRow; null: none): the row's 16-byte body, widened, is
 // stored there as it is read (float4 i holds values head + 4i .. head + 4i + 3).
@@ -82,21 +82,7 @@ __device__ __noinline__ void LoadAggregatedHistPass(const Row row, uint32_t L, u
     uint32_t bin[4];
     CoarsePairOfNumbers(v.x, v.y, &bin[0], &bin[1]);
     CoarsePairOfNumbers(v.z, v.w, &bin[2], &bin[3]);
-    uint32_t lo = 0xFFFFFFFFu, hi = 0u;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if ((ok >> j) & 1u) lo = min(lo, bin[j]), hi = max(hi, bin[j]);
-    }
-    // No valid value in the warp: lo = 2^32 - 1 > hi = 0, nothing counted.
-    const uint32_t warp_lo = __reduce_min_sync(kFullMask, lo);
-    const uint32_t warp_hi = __reduce_max_sync(kFullMask, hi);
-    if (warp_lo == warp_hi) {
-      const uint32_t n = __reduce_add_sync(kFullMask, static_cast<uint32_t>(__popc(ok)));
-      SharedAddIf((threadIdx.x & 31) == 0, hist_s + 4u * warp_lo, n);
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) SharedAddIf((ok >> j) & 1u, hist_s + 4u * bin[j], 1u);
-    }
+    AggregatedCountQuad(ok, bin, hist_s);
   });
   if (nan) *nan_flag = 1u;
 }
