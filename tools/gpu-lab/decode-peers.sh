@@ -170,8 +170,8 @@ if has variants; then
   for round in $(seq "${VARIANT_ROUNDS:-2}"); do
     for v in $names; do
       for k in 2048 512; do
-        sh="1:65536,8:65536,64:65536,1:262144,8:262144"
-        [ "$k" = 2048 ] && sh="1:32768,8:32768,32:32768,64:32768,128:32768,256:32768,1:131072,8:131072"
+        sh="1:65536,8:65536,64:65536,128:65536,1:262144,8:262144,64:262144"
+        [ "$k" = 2048 ] && sh="1:32768,8:32768,32:32768,64:32768,128:32768,256:32768,1:131072,8:131072,32:131072,64:131072"
         LD_LIBRARY_PATH=$root/lib "$bin/v/$v" --k "$k" --shapes "$sh" --reps 30 --resident=1 \
           --exact=false --csv "$OUT/var_${v}_k${k}_r$round.csv" >"$OUT/var_${v}_k${k}_r$round.log" 2>&1
         echo "variant $v K=$k round $round rc=$?"
